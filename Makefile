@@ -1,0 +1,53 @@
+# Two commands: `make demo` serves the demo inspector, `make test` runs the whole suite.
+# Both set everything up first (a virtualenv with pip, the project, test tools, Chromium).
+
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+DEMO_ROOT ?= demo-data
+PORT   ?= 8000
+SUDO   := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+
+.PHONY: demo test bench setup setup-test chromium serve clean help
+
+help:
+	@echo "make demo   - set up, build the demo workspace (once) and serve it at http://127.0.0.1:$(PORT)"
+	@echo "make test   - set up (including Chromium) and run the whole test suite"
+	@echo "make bench  - run the benchmarks; results in bench/results/"
+
+$(VENV)/.base: pyproject.toml
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	@$(BIN)/python -m pip install -q --disable-pip-version-check --upgrade pip
+	@$(BIN)/python -m pip install -q --disable-pip-version-check -e .
+	@touch $@
+
+$(VENV)/.test: $(VENV)/.base
+	@$(BIN)/python -m pip install -q --disable-pip-version-check -e '.[test]'
+	@touch $@
+
+$(VENV)/.bench: $(VENV)/.test
+	@$(BIN)/python -m pip install -q --disable-pip-version-check -e '.[bench]' || \
+		echo "warning: some benchmark peers failed to install; bench reports them as unavailable"
+	@touch $@
+
+setup: $(VENV)/.base
+setup-test: $(VENV)/.test
+
+# Debian's Chromium for the browser tests; quiet and idempotent when present.
+chromium:
+	@command -v chromium >/dev/null 2>&1 || { \
+		echo "installing Debian chromium for the browser tests..."; \
+		$(SUDO) apt-get update -qq >/dev/null && \
+		DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq chromium >/dev/null; }
+
+demo: setup
+	$(BIN)/batchscope demo --root $(DEMO_ROOT) --port $(PORT)
+
+test: setup-test chromium
+	$(BIN)/python -m pytest
+
+bench: $(VENV)/.bench
+	$(BIN)/python -m bench
+
+clean:
+	rm -rf $(VENV) $(DEMO_ROOT) .pytest_cache .hypothesis

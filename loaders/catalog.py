@@ -1,0 +1,326 @@
+"""The catalog: named, versioned, content-addressed datasets, tags, tokenizers and runs under one root."""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as _dt
+import fcntl
+import glob
+import hashlib
+import json
+import os
+import re
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Iterable, Iterator, Mapping, Sequence
+
+from . import storage
+from .errors import (
+    AmbiguousVersion,
+    DatasetNotFound,
+    InvalidName,
+    RegistrationError,
+    TokenizerNotFound,
+    VersionNotFound,
+)
+from .kinds import infer_kinds
+from .manifest import Manifest
+from .shards import ShardInfo, scan_shard
+from .version import DatasetVersion
+
+if TYPE_CHECKING:
+    from tokenizers import Tokenizer
+
+    from .plan import ReadPlan
+    from .run import Run
+
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+DEFAULT_ROOT = "./batchscope-data"
+
+
+def default_root() -> str:
+    """``$BATCHSCOPE_ROOT``, else ``./batchscope-data``."""
+    return os.environ.get("BATCHSCOPE_ROOT") or DEFAULT_ROOT
+
+
+def check_name(kind: str, name: str) -> str:
+    """Validate a dataset, tag, tokenizer or run name (letters, digits, ``.``, ``_``, ``-``)."""
+    if not isinstance(name, str) or not _NAME.match(name) or ".." in name:
+        raise InvalidName(
+            f"invalid {kind} name {name!r}: use 1-128 letters, digits, '.', '_' or '-', starting with a letter or digit"
+        )
+    return name
+
+
+def _now() -> str:
+    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+
+
+def _expand(paths: Iterable[str | os.PathLike[str]]) -> list[str]:
+    """Files named directly, directories (their ``*.parquet``, sorted) and glob patterns."""
+    out: list[str] = []
+    for item in paths:
+        text = os.fspath(item)
+        if storage.is_remote(text):
+            out.append(text)
+        elif os.path.isdir(text):
+            found = sorted(glob.glob(os.path.join(text, "**", "*.parquet"), recursive=True))
+            if not found:
+                raise RegistrationError(f"{text}: directory holds no .parquet files")
+            out.extend(found)
+        elif any(ch in text for ch in "*?["):
+            found = sorted(glob.glob(text, recursive=True))
+            if not found:
+                raise RegistrationError(f"{text}: pattern matches no files")
+            out.extend(found)
+        else:
+            out.append(text)
+    if not out:
+        raise RegistrationError("no files given to register")
+    return [storage.normalize(p) for p in out]
+
+
+class Catalog:
+    """A catalog root holding datasets, tags, tokenizers, runs and ledgers.
+
+    >>> catalog = Catalog("/tmp/bs-doc")                       # doctest: +SKIP
+    >>> v1 = catalog.register("web-text", ["shard-0.parquet"], tag="v1")  # doctest: +SKIP
+    >>> catalog.resolve("web-text@v1").id == v1.id             # doctest: +SKIP
+    True
+    """
+
+    def __init__(self, root: str | os.PathLike[str] | None = None) -> None:
+        self.root = storage.normalize(root if root is not None else default_root())
+
+    def __repr__(self) -> str:
+        return f"Catalog({self.root!r})"
+
+    # -- paths -------------------------------------------------------------
+    def path(self, *parts: str) -> str:
+        """A path below the catalog root."""
+        return storage.join(self.root, *parts)
+
+    def _dataset_dir(self, name: str) -> str:
+        return self.path("datasets", check_name("dataset", name))
+
+    def data_dir(self, name: str) -> str:
+        """Where importers and the demo write the shards of dataset ``name``."""
+        return self.path("data", check_name("dataset", name))
+
+    @contextlib.contextmanager
+    def _locked(self, name: str) -> Iterator[None]:
+        """Serialize writers of one dataset's tags (local catalogs)."""
+        if storage.is_remote(self.root):
+            yield
+            return
+        directory = self._dataset_dir(name)
+        os.makedirs(directory, exist_ok=True)
+        with open(os.path.join(directory, ".lock"), "a+") as handle:
+            fcntl.flock(handle, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(handle, fcntl.LOCK_UN)
+
+    # -- datasets ----------------------------------------------------------
+    def datasets(self) -> list[str]:
+        """Names of all registered datasets, sorted."""
+        names = storage.list_names(self.path("datasets"))
+        return [n for n in names if storage.list_names(storage.join(self.path("datasets"), n, "versions"))]
+
+    def _refs(self, name: str) -> dict[str, Any]:
+        path = storage.join(self._dataset_dir(name), "refs.json")
+        if not storage.stat(path).exists:
+            return {"head": None, "tags": {}}
+        return json.loads(storage.read_bytes(path))
+
+    def tags(self, name: str) -> dict[str, str]:
+        """Tag → full version id for dataset ``name``."""
+        self._require(name)
+        return dict(self._refs(name)["tags"])
+
+    def _require(self, name: str) -> None:
+        if name not in self.datasets():
+            known = ", ".join(self.datasets()) or "none"
+            raise DatasetNotFound(f"no dataset named {name!r} in catalog {self.root} (datasets: {known})")
+
+    def _load(self, name: str, version_id: str) -> DatasetVersion:
+        raw = storage.read_bytes(storage.join(self._dataset_dir(name), "versions", f"{version_id}.json"))
+        return DatasetVersion(Manifest.from_json(json.loads(raw)), self.root)
+
+    def versions(self, name: str) -> list[DatasetVersion]:
+        """Every version of ``name``, oldest first."""
+        self._require(name)
+        ids = [n[: -len(".json")] for n in storage.list_names(storage.join(self._dataset_dir(name), "versions")) if n.endswith(".json")]
+        loaded = [self._load(name, i) for i in ids]
+        return sorted(loaded, key=lambda v: (v.manifest.created, v.id))
+
+    def resolve(self, ref: str) -> DatasetVersion:
+        """Resolve ``name``, ``name@tag`` or ``name@id-prefix`` to a version.
+
+        A bare name means the ``latest`` tag.
+        """
+        name, _, selector = ref.partition("@")
+        self._require(name)
+        refs = self._refs(name)
+        selector = selector or "latest"
+        if selector in refs["tags"]:
+            return self._load(name, refs["tags"][selector])
+        ids = [n[: -len(".json")] for n in storage.list_names(storage.join(self._dataset_dir(name), "versions")) if n.endswith(".json")]
+        matches = [i for i in ids if i.startswith(selector.lower())] if re.fullmatch(r"[0-9a-fA-F]{4,64}", selector) else []
+        if len(matches) == 1:
+            return self._load(name, matches[0])
+        if len(matches) > 1:
+            raise AmbiguousVersion(f"version prefix {selector!r} of {name} matches {len(matches)} versions; give more characters")
+        tags = ", ".join(sorted(refs["tags"])) or "none"
+        raise VersionNotFound(
+            f"dataset {name} has no tag or version {selector!r} (tags: {tags}; versions: {', '.join(i[:12] for i in sorted(ids))})"
+        )
+
+    def is_tag(self, ref: str) -> bool:
+        """True when ``ref``'s part after ``@`` is a tag (so a URL should redirect to the id)."""
+        name, _, selector = ref.partition("@")
+        return bool(selector) and selector in self._refs(name)["tags"]
+
+    def register(
+        self,
+        name: str,
+        paths: Sequence[str | os.PathLike[str]],
+        *,
+        key: str | None = None,
+        tag: str | None = None,
+        kinds: Mapping[str, str] | None = None,
+        tokenizer: str | None = None,
+        notes: Mapping[str, Any] | None = None,
+    ) -> DatasetVersion:
+        """Register Parquet files as a version of ``name`` and return it.
+
+        Footers give schema and row groups; each file is streamed once to
+        checksum it. The same files give the same id and write nothing new;
+        ``tag`` (and ``latest``) move to the version. Files are never modified.
+        """
+        check_name("dataset", name)
+        if tag is not None:
+            check_name("tag", tag)
+        files = _expand(paths)
+        shards: list[ShardInfo] = []
+        schema = None
+        for uri in files:
+            shard, shard_schema = scan_shard(uri)
+            if schema is None:
+                schema = shard_schema
+            elif [(f.name, str(f.type)) for f in shard_schema] != [(f.name, str(f.type)) for f in schema]:
+                raise RegistrationError(
+                    f"{uri}: schema differs from {files[0]}: "
+                    f"{', '.join(f'{f.name}: {f.type}' for f in shard_schema)} vs "
+                    f"{', '.join(f'{f.name}: {f.type}' for f in schema)}"
+                )
+            shards.append(shard)
+        assert schema is not None
+        if key is not None and key not in schema.names:
+            raise RegistrationError(f"key column {key!r} is not in the schema of {files[0]} (columns: {', '.join(schema.names)})")
+        if tokenizer is not None:
+            self.tokenizer_id(tokenizer)
+        manifest = Manifest(
+            name=name,
+            schema=schema,
+            kinds=infer_kinds(schema, kinds),
+            key=key,
+            shards=tuple(shards),
+            tokenizer=tokenizer,
+            created=_now(),
+            notes=dict(notes or {}),
+        )
+        with self._locked(name):
+            refs = self._refs(name)
+            version_path = storage.join(self._dataset_dir(name), "versions", f"{manifest.id}.json")
+            if not storage.stat(version_path).exists:
+                parent = refs["head"] if refs["head"] != manifest.id else None
+                manifest = Manifest(**{**manifest.__dict__, "parent": parent})
+                storage.write_bytes_atomic(version_path, json.dumps(manifest.to_json(), indent=1).encode())
+            new_refs = {"head": manifest.id, "tags": {**refs["tags"], "latest": manifest.id}}
+            if tag is not None:
+                new_refs["tags"][tag] = manifest.id
+            if new_refs != refs:
+                storage.write_bytes_atomic(storage.join(self._dataset_dir(name), "refs.json"), json.dumps(new_refs, indent=1).encode())
+        return self._load(name, manifest.id)
+
+    def tag(self, ref: str, tag: str) -> DatasetVersion:
+        """Point ``tag`` at the version ``ref`` resolves to."""
+        check_name("tag", tag)
+        version = self.resolve(ref)
+        with self._locked(version.name):
+            refs = self._refs(version.name)
+            refs["tags"][tag] = version.id
+            storage.write_bytes_atomic(storage.join(self._dataset_dir(version.name), "refs.json"), json.dumps(refs, indent=1).encode())
+        return version
+
+    # -- tokenizers --------------------------------------------------------
+    def put_tokenizer(self, name: str, tokenizer_json: str) -> str:
+        """Store a Hugging Face ``tokenizers`` JSON under ``name``; returns its content id."""
+        check_name("tokenizer", name)
+        data = tokenizer_json.encode()
+        digest = hashlib.sha256(data).hexdigest()[:32]
+        storage.write_if_absent(self.path("tokenizers", "blobs", f"{digest}.json"), data)
+        names_path = self.path("tokenizers", "names.json")
+        names = json.loads(storage.read_bytes(names_path)) if storage.stat(names_path).exists else {}
+        if names.get(name) != digest:
+            names[name] = digest
+            storage.write_bytes_atomic(names_path, json.dumps(names, indent=1, sort_keys=True).encode())
+        return digest
+
+    def tokenizers(self) -> dict[str, str]:
+        """Tokenizer name → content id."""
+        names_path = self.path("tokenizers", "names.json")
+        return json.loads(storage.read_bytes(names_path)) if storage.stat(names_path).exists else {}
+
+    def tokenizer_id(self, ref: str) -> str:
+        """Resolve a tokenizer name (or content id) to its content id."""
+        names = self.tokenizers()
+        if ref in names:
+            return names[ref]
+        if storage.stat(self.path("tokenizers", "blobs", f"{ref}.json")).exists:
+            return ref
+        raise TokenizerNotFound(f"no tokenizer {ref!r} in catalog {self.root} (tokenizers: {', '.join(names) or 'none'})")
+
+    def tokenizer_json(self, ref: str) -> str:
+        return storage.read_bytes(self.path("tokenizers", "blobs", f"{self.tokenizer_id(ref)}.json")).decode()
+
+    def tokenizer(self, ref: str) -> "Tokenizer":
+        """Load a stored tokenizer (cached per content id)."""
+        return _load_tokenizer(self.tokenizer_json(ref))
+
+    # -- runs --------------------------------------------------------------
+    def create_run(self, name: str, plan: "ReadPlan", *, exist_ok: bool = False) -> "Run":
+        """Resolve every tag in ``plan`` to a version id and write the run manifest."""
+        from .run import create_run
+
+        return create_run(self, name, plan, exist_ok=exist_ok)
+
+    def run(self, name: str) -> "Run":
+        """Open an existing run."""
+        from .run import open_run
+
+        return open_run(self, name)
+
+    def runs(self) -> list[str]:
+        """Names of all runs, sorted."""
+        return [n for n in storage.list_names(self.path("runs")) if storage.stat(self.path("runs", n, "run.json")).exists]
+
+
+_TOKENIZERS: dict[str, "Tokenizer"] = {}
+
+
+def _load_tokenizer(tokenizer_json: str) -> "Tokenizer":
+    from tokenizers import Tokenizer
+
+    digest = hashlib.sha256(tokenizer_json.encode()).hexdigest()
+    if digest not in _TOKENIZERS:
+        _TOKENIZERS[digest] = Tokenizer.from_str(tokenizer_json)
+    return _TOKENIZERS[digest]
+
+
+def ensure_local_root(root: str) -> Path:
+    """Create a local catalog root if needed and return it."""
+    path = Path(storage.normalize(root))
+    path.mkdir(parents=True, exist_ok=True)
+    return path

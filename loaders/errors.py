@@ -1,0 +1,111 @@
+"""The read path's error hierarchy: every failure names what failed and where."""
+
+from __future__ import annotations
+
+
+class BatchscopeError(Exception):
+    """Base class of every error the read path raises on purpose.
+
+    ``status`` is the HTTP status the inspector answers with; the message is
+    written for a person and always names the dataset, version, shard, row,
+    run, step or file involved.
+    """
+
+    status: int = 400
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+    def __str__(self) -> str:
+        return self.message
+
+
+class NotFound(BatchscopeError):
+    """Something named does not exist; the message says what does."""
+
+    status = 404
+
+
+class DatasetNotFound(NotFound):
+    """No dataset of that name is registered in the catalog."""
+
+
+class VersionNotFound(NotFound):
+    """No version of the dataset matches the tag or id prefix."""
+
+
+class SampleNotFound(NotFound):
+    """No row of the version has that key."""
+
+
+class RunNotFound(NotFound):
+    """No run of that name exists in the catalog."""
+
+
+class StepOutOfRange(NotFound):
+    """The step is negative or beyond the run's last step."""
+
+
+class RankOutOfRange(NotFound):
+    """The rank is not below the world size in force at that step."""
+
+
+class TokenizerNotFound(NotFound):
+    """No tokenizer of that name is stored in the catalog."""
+
+
+class AmbiguousVersion(BatchscopeError):
+    """A version id prefix matches more than one version."""
+
+    status = 400
+
+
+class InvalidName(BatchscopeError):
+    """A dataset, tag or run name contains characters a catalog cannot store."""
+
+    status = 422
+
+
+class InvalidPlan(BatchscopeError):
+    """A read plan option is out of range; the message names the value and the allowed range."""
+
+    status = 422
+
+
+class RegistrationError(BatchscopeError):
+    """Files could not be registered (not Parquet, truncated, schema drift...)."""
+
+    status = 422
+
+
+class IntegrityError(BatchscopeError):
+    """Stored bytes do not match what the manifest recorded."""
+
+    status = 500
+
+
+class ChecksumMismatch(IntegrityError):
+    """A shard's bytes changed after registration."""
+
+
+class CorruptData(IntegrityError):
+    """A shard or a record cannot be decoded; the message names dataset, version, shard and row."""
+
+
+class DecodeError(BatchscopeError):
+    """A media value (image, video) cannot be decoded; names the cause."""
+
+    status = 422
+
+
+class StateMismatch(BatchscopeError):
+    """A reader state was saved under a different plan or run."""
+
+    status = 409
+
+
+class StorageError(BatchscopeError):
+    """Storage kept failing after the retry budget was spent."""
+
+    status = 503

@@ -1,0 +1,65 @@
+"""Records: turning Arrow rows into Python values, and content keys for rows without a key column."""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import struct
+from typing import Any
+
+import pyarrow as pa
+
+Record = dict[str, Any]
+
+
+def table_records(table: pa.Table) -> list[Record]:
+    """Decode every row of ``table`` into a dict of Python values."""
+    return table.to_pylist()
+
+
+def _encode(value: Any, out: list[bytes]) -> None:
+    if value is None:
+        out.append(b"N")
+    elif isinstance(value, bool):
+        out.append(b"T" if value else b"F")
+    elif isinstance(value, int):
+        out.append(b"i" + str(value).encode() + b";")
+    elif isinstance(value, float):
+        out.append(b"f" + (b"nan" if math.isnan(value) else struct.pack("<d", value)))
+    elif isinstance(value, str):
+        data = value.encode("utf-8", "surrogatepass")
+        out.append(b"s" + str(len(data)).encode() + b":" + data)
+    elif isinstance(value, (bytes, bytearray, memoryview)):
+        data = bytes(value)
+        out.append(b"b" + str(len(data)).encode() + b":" + data)
+    elif isinstance(value, dict):
+        out.append(b"{" + str(len(value)).encode() + b":")
+        for key in sorted(value, key=str):
+            _encode(str(key), out)
+            _encode(value[key], out)
+        out.append(b"}")
+    elif isinstance(value, (list, tuple)):
+        out.append(b"[" + str(len(value)).encode() + b":")
+        for item in value:
+            _encode(item, out)
+        out.append(b"]")
+    else:
+        _encode(str(value), out)
+
+
+def content_key(record: Record) -> str:
+    """A stable key for a row without a key column: a hash of its values.
+
+    >>> content_key({"text": "hi"}) == content_key({"text": "hi"})
+    True
+    """
+    parts: list[bytes] = []
+    _encode(record, parts)
+    return "h" + hashlib.sha256(b"".join(parts)).hexdigest()[:23]
+
+
+def record_key(record: Record, key_column: str | None) -> str:
+    """The key of a row: its key column as text, else its content hash."""
+    if key_column is not None:
+        return str(record[key_column])
+    return content_key(record)

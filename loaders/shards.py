@@ -1,0 +1,238 @@
+"""Shards: Parquet files described by their footer and checked segment by segment on every read.
+
+A shard's bytes are cut into segments, one per row group (segment ``i`` runs
+from the start of row group ``i`` to the start of row group ``i + 1``; the
+first starts at byte 0, the last ends where the footer starts) plus the
+footer. Registration hashes each segment once; a read fetches one segment,
+checks its hash and decodes the row group from exactly the bytes it checked,
+so a shard changed after registration is never silently read.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import struct
+from dataclasses import dataclass
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from . import storage
+from .errors import ChecksumMismatch, CorruptData, RegistrationError
+
+_MAGIC = b"PAR1"
+_HASH_CHUNK = 8 << 20
+
+
+def _digest(data: bytes | memoryview) -> str:
+    return hashlib.sha256(data).hexdigest()[:32]
+
+
+@dataclass(frozen=True)
+class ShardInfo:
+    """What the manifest records about one Parquet file."""
+
+    uri: str
+    size: int
+    rows: int
+    row_groups: tuple[int, ...]
+    boundaries: tuple[int, ...]
+    segment_digests: tuple[str, ...]
+    footer_digest: str
+
+    @property
+    def checksum(self) -> str:
+        """One content checksum for the whole shard, derived from its segment digests."""
+        h = hashlib.sha256(self.footer_digest.encode())
+        for digest in self.segment_digests:
+            h.update(digest.encode())
+        return "sha256:" + h.hexdigest()
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "uri": self.uri,
+            "size": self.size,
+            "rows": self.rows,
+            "checksum": self.checksum,
+            "row_groups": list(self.row_groups),
+            "boundaries": list(self.boundaries),
+            "segment_digests": list(self.segment_digests),
+            "footer_digest": self.footer_digest,
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, object]) -> "ShardInfo":
+        return cls(
+            uri=str(data["uri"]),
+            size=int(data["size"]),  # type: ignore[arg-type]
+            rows=int(data["rows"]),  # type: ignore[arg-type]
+            row_groups=tuple(int(x) for x in data["row_groups"]),  # type: ignore[union-attr]
+            boundaries=tuple(int(x) for x in data["boundaries"]),  # type: ignore[union-attr]
+            segment_digests=tuple(str(x) for x in data["segment_digests"]),  # type: ignore[union-attr]
+            footer_digest=str(data["footer_digest"]),
+        )
+
+
+def _footer_bounds(uri: str, size: int) -> tuple[int, bytes]:
+    """Return (footer start, footer bytes); raise RegistrationError when the tail is not Parquet."""
+    if size < 12:
+        raise RegistrationError(f"{uri}: not a Parquet file ({size} bytes is too small for header and footer)")
+    tail = storage.read_range(uri, size - 8, 8)
+    if tail[4:] != _MAGIC:
+        raise RegistrationError(f"{uri}: not a Parquet file (no PAR1 magic at the end; truncated or another format)")
+    (meta_len,) = struct.unpack("<I", tail[:4])
+    start = size - 8 - meta_len
+    if start < 4:
+        raise RegistrationError(f"{uri}: Parquet footer length {meta_len} exceeds the file size {size}")
+    return start, storage.read_range(uri, start, size - start)
+
+
+def _row_group_starts(metadata: pq.FileMetaData) -> list[int]:
+    starts = []
+    for i in range(metadata.num_row_groups):
+        group = metadata.row_group(i)
+        offsets = []
+        for j in range(group.num_columns):
+            column = group.column(j)
+            offset = column.data_page_offset
+            if column.has_dictionary_page and column.dictionary_page_offset is not None:
+                offset = min(offset, column.dictionary_page_offset)
+            offsets.append(offset)
+        starts.append(min(offsets) if offsets else 4)
+    return starts
+
+
+def _parse_footer(uri: str, footer: bytes) -> pq.FileMetaData:
+    try:
+        return pq.ParquetFile(io.BytesIO(_MAGIC + footer)).metadata
+    except Exception as exc:
+        raise RegistrationError(f"{uri}: unreadable Parquet footer ({exc})") from exc
+
+
+def scan_shard(uri: str) -> tuple[ShardInfo, pa.Schema]:
+    """Describe one Parquet file for a manifest: schema and row groups from the footer, digests by streaming once."""
+    uri = storage.normalize(uri)
+    info = storage.stat(uri)
+    if not info.exists:
+        raise RegistrationError(f"{uri}: no such file")
+    head = storage.read_range(uri, 0, 4) if info.size >= 4 else b""
+    if head != _MAGIC:
+        raise RegistrationError(f"{uri}: not a Parquet file (no PAR1 magic at the start)")
+    footer_start, footer = _footer_bounds(uri, info.size)
+    metadata = _parse_footer(uri, footer)
+    starts = _row_group_starts(metadata)
+    rows = tuple(metadata.row_group(i).num_rows for i in range(metadata.num_row_groups))
+    if sum(rows) != metadata.num_rows:
+        raise RegistrationError(f"{uri}: footer says {metadata.num_rows} rows but its row groups hold {sum(rows)}")
+    boundaries = [0] + starts[1:] + [footer_start]
+    if any(later <= earlier for earlier, later in zip(boundaries, boundaries[1:])):
+        # Legal but rare layouts (row groups out of file order, no row groups):
+        # check the whole body as one segment.
+        boundaries = [0, footer_start]
+    digests = [_hash_range(uri, a, b) for a, b in zip(boundaries, boundaries[1:])]
+    shard = ShardInfo(
+        uri=uri,
+        size=info.size,
+        rows=metadata.num_rows,
+        row_groups=rows,
+        boundaries=tuple(boundaries),
+        segment_digests=tuple(digests),
+        footer_digest=_digest(footer),
+    )
+    try:
+        schema = metadata.schema.to_arrow_schema()
+    except Exception as exc:
+        raise RegistrationError(f"{uri}: schema cannot be read as Arrow ({exc})") from exc
+    return shard, schema
+
+
+def _hash_range(uri: str, start: int, end: int) -> str:
+    h = hashlib.sha256()
+    fs, path = storage.resolve(uri)
+    with fs.open_input_file(path) as handle:
+        pos = start
+        while pos < end:
+            chunk = handle.read_at(min(_HASH_CHUNK, end - pos), pos)
+            if not chunk:
+                raise RegistrationError(f"{uri}: file ended at byte {pos}, expected {end}")
+            h.update(chunk)
+            pos += len(chunk)
+    return h.hexdigest()[:32]
+
+
+class _SparseFile(io.RawIOBase):
+    """A read-only file of ``size`` bytes of which only some (verified) ranges are present."""
+
+    def __init__(self, size: int, ranges: list[tuple[int, bytes]]) -> None:
+        super().__init__()
+        self._size = size
+        self._ranges = ranges
+        self._pos = 0
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def tell(self) -> int:
+        return self._pos
+
+    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
+        base = {io.SEEK_SET: 0, io.SEEK_CUR: self._pos, io.SEEK_END: self._size}[whence]
+        self._pos = base + offset
+        return self._pos
+
+    def readinto(self, buffer: bytearray | memoryview) -> int:  # type: ignore[override]
+        want = min(len(buffer), self._size - self._pos)
+        if want <= 0:
+            return 0
+        for start, data in self._ranges:
+            if start <= self._pos < start + len(data):
+                piece = data[self._pos - start : self._pos - start + want]
+                buffer[: len(piece)] = piece
+                self._pos += len(piece)
+                return len(piece)
+        raise OSError(f"byte {self._pos} lies outside the verified segments")
+
+
+class OpenShard:
+    """A registered shard opened for reading: footer checked once, row groups checked on every fetch."""
+
+    def __init__(self, shard: ShardInfo, *, where: str) -> None:
+        self.shard = shard
+        self.where = where
+        stat = storage.stat(shard.uri)
+        if not stat.exists:
+            raise ChecksumMismatch(f"{where}: shard file {shard.uri} is missing")
+        if stat.size != shard.size:
+            raise ChecksumMismatch(
+                f"{where}: shard {shard.uri} is {stat.size} bytes, registered as {shard.size} bytes (changed after registration)"
+            )
+        self._footer_start = shard.boundaries[-1]
+        footer = storage.read_range(shard.uri, self._footer_start, shard.size - self._footer_start)
+        if _digest(footer) != shard.footer_digest:
+            raise ChecksumMismatch(f"{where}: footer of shard {shard.uri} changed after registration")
+        self._footer = footer
+        self.metadata = _parse_footer(shard.uri, footer)
+
+    def _segment_of(self, row_group: int) -> int:
+        return row_group if len(self.shard.segment_digests) == len(self.shard.row_groups) else 0
+
+    def read_row_group(self, row_group: int, columns: list[str] | None = None) -> pa.Table:
+        """Fetch, verify and decode one row group."""
+        segment = self._segment_of(row_group)
+        start, end = self.shard.boundaries[segment], self.shard.boundaries[segment + 1]
+        data = storage.read_range(self.shard.uri, start, end - start)
+        if len(data) != end - start or _digest(data) != self.shard.segment_digests[segment]:
+            raise ChecksumMismatch(
+                f"{self.where}: row group {row_group} of shard {self.shard.uri} (bytes {start}-{end}) "
+                "does not match its registered checksum"
+            )
+        sparse = _SparseFile(self.shard.size, [(start, data), (self._footer_start, self._footer)])
+        try:
+            parquet = pq.ParquetFile(pa.PythonFile(sparse, mode="r"), metadata=self.metadata, pre_buffer=False)
+            return parquet.read_row_group(row_group, columns=columns)
+        except Exception as exc:
+            raise CorruptData(f"{self.where}: row group {row_group} of shard {self.shard.uri} cannot be decoded: {exc}") from exc

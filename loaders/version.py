@@ -1,0 +1,241 @@
+"""DatasetVersion: random access to the rows of one registered, immutable dataset version."""
+
+from __future__ import annotations
+
+import bisect
+import os
+import threading
+from typing import Any, Iterator, Sequence
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from . import storage
+from .cache import ByteLRU
+from .errors import BatchscopeError, CorruptData, SampleNotFound
+from .manifest import Manifest
+from .records import Record, content_key, record_key, table_records
+from .shards import OpenShard, ShardInfo
+
+_ROW_GROUP_CACHE: ByteLRU[pa.Table] = ByteLRU(
+    budget=int(os.environ.get("BATCHSCOPE_ROW_GROUP_CACHE_BYTES", str(1 << 30))), size_of=lambda t: t.nbytes
+)
+_OPEN: dict[tuple[str, str], OpenShard] = {}
+_OPEN_LOCK = threading.Lock()
+_KEY_INDEX_ROWS = 4096
+
+
+def row_group_cache() -> ByteLRU[pa.Table]:
+    """The process-wide cache of decoded, verified row groups."""
+    return _ROW_GROUP_CACHE
+
+
+class DatasetVersion:
+    """One immutable version of a dataset: its manifest plus checked random access to its rows.
+
+    >>> version = catalog.resolve("web-text@v1")      # doctest: +SKIP
+    >>> version.read(0, [0, 1])[0]["text"][:20]       # doctest: +SKIP
+    'Return the absolute '
+    """
+
+    def __init__(self, manifest: Manifest, root: str) -> None:
+        self.manifest = manifest
+        self.root = root
+        self.id = manifest.id
+        self._starts = [0]
+        for shard in manifest.shards:
+            self._starts.append(self._starts[-1] + shard.rows)
+        self._rg_starts = []
+        for shard in manifest.shards:
+            starts = [0]
+            for n in shard.row_groups:
+                starts.append(starts[-1] + n)
+            self._rg_starts.append(starts)
+
+    # -- description -------------------------------------------------------
+    @property
+    def name(self) -> str:
+        return self.manifest.name
+
+    @property
+    def short_id(self) -> str:
+        return self.id[:12]
+
+    @property
+    def ref(self) -> str:
+        """``name@short_id``: how the inspector and errors name this version."""
+        return f"{self.name}@{self.short_id}"
+
+    @property
+    def kinds(self) -> dict[str, str]:
+        return self.manifest.kinds
+
+    @property
+    def key(self) -> str | None:
+        return self.manifest.key
+
+    @property
+    def schema(self) -> pa.Schema:
+        return self.manifest.schema
+
+    @property
+    def shards(self) -> tuple[ShardInfo, ...]:
+        return self.manifest.shards
+
+    @property
+    def rows(self) -> int:
+        return self._starts[-1]
+
+    @property
+    def tokenizer(self) -> str | None:
+        return self.manifest.tokenizer
+
+    def __repr__(self) -> str:
+        return f"DatasetVersion({self.ref}, rows={self.rows}, shards={len(self.shards)})"
+
+    def where(self, shard: int, row: int | None = None) -> str:
+        """Human-readable location used in every error message."""
+        text = f"dataset {self.name} version {self.short_id} shard {shard} ({os.path.basename(self.shards[shard].uri)})"
+        return text if row is None else f"{text} row {row}"
+
+    # -- addressing --------------------------------------------------------
+    def locate(self, index: int) -> tuple[int, int]:
+        """Map a record index in ``[0, rows)`` to ``(shard, row)``."""
+        if not 0 <= index < self.rows:
+            raise SampleNotFound(f"record {index} is outside {self.ref} (it has {self.rows} rows)")
+        shard = bisect.bisect_right(self._starts, index) - 1
+        return shard, index - self._starts[shard]
+
+    def index_of(self, shard: int, row: int) -> int:
+        """The record index of ``(shard, row)``."""
+        return self._starts[shard] + row
+
+    def row_group_of(self, shard: int, row: int) -> tuple[int, int]:
+        """``(row group, row within it)`` for a row of a shard."""
+        starts = self._rg_starts[shard]
+        group = bisect.bisect_right(starts, row) - 1
+        return group, row - starts[group]
+
+    # -- reading -----------------------------------------------------------
+    def _open(self, shard: int) -> OpenShard:
+        info = self.shards[shard]
+        cache_key = (info.uri, info.checksum)
+        with _OPEN_LOCK:
+            opened = _OPEN.get(cache_key)
+        if opened is None:
+            opened = OpenShard(info, where=self.where(shard))
+            with _OPEN_LOCK:
+                _OPEN[cache_key] = opened
+        return opened
+
+    def row_group(self, shard: int, group: int) -> pa.Table:
+        """One decoded, verified row group (cached process-wide by shard checksum)."""
+        if not 0 <= shard < len(self.shards):
+            raise SampleNotFound(f"{self.ref} has no shard {shard} (it has {len(self.shards)})")
+        info = self.shards[shard]
+        return _ROW_GROUP_CACHE.get_or_make(
+            (info.checksum, group), lambda: self._open(shard).read_row_group(group)
+        )
+
+    def read(self, shard: int, rows: Sequence[int]) -> list[Record]:
+        """Decoded records for ``rows`` of ``shard``, in the order asked."""
+        if not 0 <= shard < len(self.shards):
+            raise SampleNotFound(f"{self.ref} has no shard {shard} (it has {len(self.shards)})")
+        out: list[Record] = []
+        for row in rows:
+            if not 0 <= row < self.shards[shard].rows:
+                raise SampleNotFound(f"{self.where(shard)} has no row {row} (it has {self.shards[shard].rows})")
+            group, offset = self.row_group_of(shard, row)
+            table = self.row_group(shard, group)
+            try:
+                out.append(table_records(table.slice(offset, 1))[0])
+            except BatchscopeError:
+                raise
+            except Exception as exc:
+                raise CorruptData(f"{self.where(shard, row)}: cannot be decoded: {exc}") from exc
+        return out
+
+    def record(self, index: int) -> Record:
+        """The record at a global record index."""
+        shard, row = self.locate(index)
+        return self.read(shard, [row])[0]
+
+    def key_of(self, record: Record) -> str:
+        return record_key(record, self.key)
+
+    def iter_tables(self, columns: list[str] | None = None) -> Iterator[tuple[int, int, pa.Table]]:
+        """Every row group in order as ``(shard, first row, table)``; for scans (search, stats, diff)."""
+        for shard, info in enumerate(self.shards):
+            for group in range(len(info.row_groups)):
+                table = self.row_group(shard, group)
+                if columns is not None:
+                    table = table.select(columns)
+                yield shard, self._rg_starts[shard][group], table
+
+    # -- keys --------------------------------------------------------------
+    def _key_index_path(self) -> str:
+        return storage.join(self.root, "indexes", self.name, f"{self.id}.keys.parquet")
+
+    def _build_key_index(self) -> pa.Table:
+        keys: list[pa.Array] = []
+        shards: list[pa.Array] = []
+        rows: list[pa.Array] = []
+        for shard, first, table in self.iter_tables([self.key] if self.key else None):
+            if self.key:
+                column = pc.cast(table.column(self.key), pa.string())
+            else:
+                column = pa.array([content_key(r) for r in table_records(table)], pa.string())
+            keys.append(column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column)
+            shards.append(pa.array([shard] * len(table), pa.int32()))
+            rows.append(pa.array(range(first, first + len(table)), pa.int64()))
+        index = pa.table(
+            {
+                "key": pa.concat_arrays(keys) if keys else pa.array([], pa.string()),
+                "shard": pa.concat_arrays(shards) if shards else pa.array([], pa.int32()),
+                "row": pa.concat_arrays(rows) if rows else pa.array([], pa.int64()),
+            }
+        )
+        return index.sort_by("key")
+
+    def key_index(self) -> pq.ParquetFile:
+        """A sorted ``key → (shard, row)`` index, built on first use and kept in the catalog."""
+        path = self._key_index_path()
+        if not storage.stat(path).exists:
+            table = self._build_key_index()
+            import io
+
+            buffer = io.BytesIO()
+            pq.write_table(table, buffer, row_group_size=_KEY_INDEX_ROWS, compression="zstd")
+            storage.write_bytes_atomic(path, buffer.getvalue())
+        fs, local = storage.resolve(path)
+        return pq.ParquetFile(fs.open_input_file(local))
+
+    def find(self, key: str) -> tuple[int, int]:
+        """``(shard, row)`` of the row whose key is ``key``."""
+        index = self.key_index()
+        meta = index.metadata
+        for group in range(meta.num_row_groups):
+            stats = meta.row_group(group).column(0).statistics
+            if stats is not None and stats.has_min_max and not (stats.min <= key <= stats.max):
+                continue
+            table = index.read_row_group(group)
+            keys = table.column("key").to_pylist()
+            position = bisect.bisect_left(keys, key)
+            if position < len(keys) and keys[position] == key:
+                return int(table.column("shard")[position].as_py()), int(table.column("row")[position].as_py())
+        raise SampleNotFound(f"{self.ref} has no row with key {key!r} (key column: {self.key or 'content hash'})")
+
+    def sample(self, key: str) -> Record:
+        """The decoded record whose key is ``key``."""
+        shard, row = self.find(key)
+        return self.read(shard, [row])[0]
+
+    def describe(self) -> dict[str, Any]:
+        """A JSON-ready summary (the manifest without per-segment digests)."""
+        data = self.manifest.to_json()
+        for shard in data["shards"]:
+            shard.pop("segment_digests", None)
+            shard.pop("boundaries", None)
+            shard.pop("footer_digest", None)
+        return data
