@@ -55,3 +55,43 @@ __all__ = [
     "infer_kind",
     "infer_kinds",
 ]
+
+from .batch import Address, Batch, Document, Sample  # noqa: E402
+from .ledger import Ledger, LedgerEntry  # noqa: E402
+from .plan import ReadPlan, Shuffle, Source  # noqa: E402
+from .reader import Reader  # noqa: E402
+from .run import Run, Verification, WorldSizeSpan  # noqa: E402
+from .transforms import (  # noqa: E402
+    ChatTemplate,
+    Pack,
+    RandomResizedCrop,
+    SampleFrames,
+    Tokenize,
+    Transform,
+    UserFunction,
+    UseTokens,
+)
+
+__all__ += [
+    "Address",
+    "Batch",
+    "ChatTemplate",
+    "Document",
+    "Ledger",
+    "LedgerEntry",
+    "Pack",
+    "RandomResizedCrop",
+    "ReadPlan",
+    "Reader",
+    "Run",
+    "Sample",
+    "SampleFrames",
+    "Shuffle",
+    "Source",
+    "Tokenize",
+    "Transform",
+    "UseTokens",
+    "UserFunction",
+    "Verification",
+    "WorldSizeSpan",
+]

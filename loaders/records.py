@@ -7,6 +7,7 @@ import math
 import struct
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 
 Record = dict[str, Any]
@@ -38,6 +39,19 @@ def _encode(value: Any, out: list[bytes]) -> None:
             _encode(str(key), out)
             _encode(value[key], out)
         out.append(b"}")
+    elif isinstance(value, np.ndarray):
+        array = np.ascontiguousarray(value)
+        out.append(b"a" + f"{array.dtype.str}{array.shape}".encode() + b":" + array.tobytes())
+    elif isinstance(value, np.generic):
+        _encode(value.item(), out)
+    elif isinstance(value, (list, tuple)) and value and all(type(v) is int for v in value):
+        try:
+            out.append(b"I" + str(len(value)).encode() + b":" + np.asarray(value, dtype=np.int64).tobytes())
+        except OverflowError:
+            out.append(b"[" + str(len(value)).encode() + b":")
+            for item in value:
+                _encode(item, out)
+            out.append(b"]")
     elif isinstance(value, (list, tuple)):
         out.append(b"[" + str(len(value)).encode() + b":")
         for item in value:
@@ -45,6 +59,13 @@ def _encode(value: Any, out: list[bytes]) -> None:
         out.append(b"]")
     else:
         _encode(str(value), out)
+
+
+def digest(value: Any, length: int = 32) -> str:
+    """A stable sha256 hex digest of any value made of dicts, lists, scalars, bytes and numpy arrays."""
+    parts: list[bytes] = []
+    _encode(value, parts)
+    return hashlib.sha256(b"".join(parts)).hexdigest()[:length]
 
 
 def content_key(record: Record) -> str:

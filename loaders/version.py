@@ -21,6 +21,19 @@ from .shards import OpenShard, ShardInfo
 _ROW_GROUP_CACHE: ByteLRU[pa.Table] = ByteLRU(
     budget=int(os.environ.get("BATCHSCOPE_ROW_GROUP_CACHE_BYTES", str(1 << 30))), size_of=lambda t: t.nbytes
 )
+class ReadStats:
+    """Process-wide counters of decoded row groups (for read-amplification measurements)."""
+
+    row_groups = 0
+    rows = 0
+    bytes = 0
+
+    @classmethod
+    def reset(cls) -> None:
+        cls.row_groups = cls.rows = cls.bytes = 0
+
+
+READ_STATS = ReadStats
 _OPEN: dict[tuple[str, str], OpenShard] = {}
 _OPEN_LOCK = threading.Lock()
 _KEY_INDEX_ROWS = 4096
@@ -134,9 +147,15 @@ class DatasetVersion:
         if not 0 <= shard < len(self.shards):
             raise SampleNotFound(f"{self.ref} has no shard {shard} (it has {len(self.shards)})")
         info = self.shards[shard]
-        return _ROW_GROUP_CACHE.get_or_make(
-            (info.checksum, group), lambda: self._open(shard).read_row_group(group)
-        )
+
+        def load() -> pa.Table:
+            table = self._open(shard).read_row_group(group)
+            READ_STATS.row_groups += 1
+            READ_STATS.rows += table.num_rows
+            READ_STATS.bytes += table.nbytes
+            return table
+
+        return _ROW_GROUP_CACHE.get_or_make((info.checksum, group), load)
 
     def read(self, shard: int, rows: Sequence[int]) -> list[Record]:
         """Decoded records for ``rows`` of ``shard``, in the order asked."""
@@ -155,6 +174,30 @@ class DatasetVersion:
             except Exception as exc:
                 raise CorruptData(f"{self.where(shard, row)}: cannot be decoded: {exc}") from exc
         return out
+
+    def read_many(self, locations: Sequence[tuple[int, int]]) -> list[Record]:
+        """Decoded records for many ``(shard, row)`` pairs, one ``take`` per row group, in the order asked."""
+        groups: dict[tuple[int, int], list[tuple[int, int]]] = {}
+        for position, (shard, row) in enumerate(locations):
+            if not 0 <= shard < len(self.shards) or not 0 <= row < self.shards[shard].rows:
+                raise SampleNotFound(f"{self.ref} has no shard {shard} row {row}")
+            group, offset = self.row_group_of(shard, row)
+            groups.setdefault((shard, group), []).append((position, offset))
+        out: list[Record | None] = [None] * len(locations)
+        for (shard, group), items in groups.items():
+            table = self.row_group(shard, group)
+            try:
+                rows = table_records(table.take([offset for _, offset in items]))
+            except BatchscopeError:
+                raise
+            except Exception as exc:
+                first = self._rg_starts[shard][group]
+                raise CorruptData(
+                    f"{self.where(shard)} rows {first + items[0][1]}..: cannot be decoded: {exc}"
+                ) from exc
+            for (position, _), record in zip(items, rows):
+                out[position] = record
+        return out  # type: ignore[return-value]
 
     def record(self, index: int) -> Record:
         """The record at a global record index."""

@@ -1,0 +1,47 @@
+"""Collation: a Batch's model inputs stacked into arrays, for numpy/JAX (and, via loaders.torch, tensors)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from .batch import Batch
+
+_SKIP = {"doc_spans", "role_spans"}
+
+
+def _stackable(values: list[Any]) -> np.ndarray | None:
+    try:
+        array = np.asarray(values)
+    except (ValueError, TypeError):
+        return None
+    if array.dtype == object or array.dtype.kind in "USV":
+        return None
+    return array
+
+
+def collate_numpy(batch: Batch) -> dict[str, Any]:
+    """Stack every input field whose values form a regular numeric array; keep the rest as lists.
+
+    Always includes ``step``, ``rank``, ``index``, ``key`` and ``digest`` so a
+    trainer can log exactly what it used.
+    """
+    out: dict[str, Any] = {
+        "step": batch.step,
+        "rank": batch.rank,
+        "digest": batch.digest,
+        "index": np.asarray(batch.indices, dtype=np.int64),
+        "key": batch.keys,
+    }
+    if not batch.samples:
+        return out
+    fields = list(batch.samples[0].inputs)
+    for name in fields:
+        values = [s.inputs.get(name) for s in batch.samples]
+        if name in _SKIP:
+            out[name] = values
+            continue
+        array = _stackable(values)
+        out[name] = array if array is not None else values
+    return out

@@ -1,0 +1,62 @@
+"""Tiny real models the demo trains under the reader: an online bigram LM and a linear autoencoder for pixels."""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+class OnlineBigram:
+    """A count-based bigram language model trained online: each batch is scored, then learned.
+
+    The loss is the mean negative log-likelihood of the trained (mask = 1)
+    next tokens under add-``alpha`` smoothed counts seen so far, so it really
+    falls as training proceeds, and a strange sample really spikes.
+    """
+
+    def __init__(self, vocab_size: int, *, alpha: float = 0.1) -> None:
+        self.vocab_size = vocab_size
+        self.alpha = alpha
+        self.counts = np.zeros((vocab_size, vocab_size), dtype=np.float32)
+        self.totals = np.zeros(vocab_size, dtype=np.float64)
+
+    def step(self, input_ids: np.ndarray, loss_mask: np.ndarray) -> tuple[float, list[float]]:
+        """Score then learn a ``[batch, seq]`` array; returns (mean loss, per-sample losses)."""
+        ids = np.clip(np.asarray(input_ids, dtype=np.int64), 0, self.vocab_size - 1)
+        mask = np.asarray(loss_mask, dtype=bool)
+        prev, nxt, trained = ids[:, :-1], ids[:, 1:], mask[:, 1:]
+        probability = (self.counts[prev, nxt] + self.alpha) / (self.totals[prev] + self.alpha * self.vocab_size)
+        nll = -np.log(probability)
+        per_sample = [float(nll[i][trained[i]].mean()) if trained[i].any() else 0.0 for i in range(len(ids))]
+        np.add.at(self.counts, (prev[trained], nxt[trained]), 1.0)
+        np.add.at(self.totals, prev[trained], 1.0)
+        valid = [loss for loss, row in zip(per_sample, trained) if row.any()]
+        return (float(np.mean(valid)) if valid else 0.0), per_sample
+
+
+class LinearAutoencoder:
+    """A rank-``k`` linear autoencoder over 16×16 grayscale thumbnails, trained by SGD."""
+
+    def __init__(self, *, rank: int = 8, seed: int = 0, lr: float = 0.05) -> None:
+        rng = np.random.default_rng(seed)
+        self.encoder = rng.normal(0, 0.05, (256, rank)).astype(np.float32)
+        self.decoder = rng.normal(0, 0.05, (rank, 256)).astype(np.float32)
+        self.lr = lr
+
+    @staticmethod
+    def features(pixels: np.ndarray) -> np.ndarray:
+        """Mean-pool an ``H×W×3`` (or ``H×W``) uint8 array to a 256-vector in [0, 1]."""
+        from PIL import Image
+
+        image = Image.fromarray(np.asarray(pixels, dtype=np.uint8)).convert("L").resize((16, 16))
+        return np.asarray(image, dtype=np.float32).reshape(-1) / 255.0
+
+    def step(self, x: np.ndarray) -> tuple[float, list[float]]:
+        """One SGD step on a ``[batch, 256]`` array; returns (mean loss, per-sample MSE)."""
+        code = x @ self.encoder
+        error = code @ self.decoder - x
+        per_sample = (error**2).mean(axis=1)
+        grad_decoder = code.T @ error * (2 / error.size)
+        grad_encoder = x.T @ (error @ self.decoder.T) * (2 / error.size)
+        self.decoder -= self.lr * 50 * grad_decoder
+        self.encoder -= self.lr * 50 * grad_encoder
+        return float(per_sample.mean()), [float(v) for v in per_sample]

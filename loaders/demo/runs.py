@@ -1,0 +1,109 @@
+"""The demo's runs, made by really training small models under the reader (with one elastic resume)."""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import numpy as np
+
+from ..batch import Batch
+from ..catalog import Catalog
+from ..plan import ReadPlan, Source
+from ..run import Run
+from ..transforms import Pack, RandomResizedCrop, SampleFrames, Tokenize, UseTokens
+from .bigram import LinearAutoencoder, OnlineBigram
+
+Log = Callable[[str], None]
+
+
+def pretrain_plan(seed: int) -> ReadPlan:
+    """Packed ``web-text`` tokens mixed 70/30 with pre-tokenized ``sft-chat`` (whose broken samples reach the model)."""
+    return ReadPlan(
+        [
+            Source("web-text@v1", weight=0.7, transforms=[Tokenize("text")]),
+            Source("sft-chat@v1", weight=0.3, transforms=[UseTokens("input_ids", "loss_mask")]),
+        ],
+        seed=seed,
+        global_batch_size=8,
+        steps=240,
+        streams=4,
+        transforms=[Pack(seq_len=256, docs_per_block=24)],
+    )
+
+
+def multimodal_plan(seed: int) -> ReadPlan:
+    """Random-resized crops of ``images`` mixed with 4 frames sampled from each ``videos`` clip."""
+    return ReadPlan(
+        [
+            Source("images@v1", weight=3, transforms=[RandomResizedCrop("image", size=(64, 64), scale=(0.3, 1.0))]),
+            Source("videos@v1", weight=1, transforms=[SampleFrames("video", k=4, stride=6)]),
+        ],
+        seed=seed,
+        global_batch_size=4,
+        steps=80,
+        streams=2,
+    )
+
+
+def _train(run: Run, world_size: int, steps: range, model_step: Callable[[list[Batch]], tuple[float, list[list[float]]]], state: dict | None = None) -> dict:
+    """Drive one reader per rank in lockstep (as ranks of one job would) and log real losses."""
+    readers = [run.reader(rank, world_size, start_step=steps.start, end_step=steps.stop, flush_seconds=0.5) for rank in range(world_size)]
+    if state is not None:
+        for reader in readers:
+            reader.load_state_dict(state)
+    try:
+        for batches in zip(*readers):
+            losses, per_sample = model_step(list(batches))
+            for reader, batch, loss, samples in zip(readers, batches, losses, per_sample):
+                reader.log(batch.step, loss=loss, sample_loss=samples)
+        return readers[0].state_dict()
+    finally:
+        for reader in readers:
+            reader.close()
+
+
+def train_pretrain(catalog: Catalog, seed: int, log: Log) -> Run:
+    """``demo-pretrain``: 2 ranks for the first half, then resumed from saved state on 1 rank."""
+    run = catalog.create_run("demo-pretrain", pretrain_plan(seed), exist_ok=True)
+    vocab = catalog.tokenizer("demo-bpe").get_vocab_size()
+    model = OnlineBigram(vocab)
+
+    def step(batches: list[Batch]) -> tuple[list[float], list[list[float]]]:
+        losses, per_sample = [], []
+        for batch in batches:
+            ids = np.array([s.inputs["input_ids"] for s in batch.samples])
+            mask = np.array([s.inputs["loss_mask"] for s in batch.samples])
+            loss, samples = model.step(ids, mask)
+            losses.append(loss)
+            per_sample.append(samples)
+        return losses, per_sample
+
+    half = run.total_steps // 2
+    log(f"  training demo-pretrain: steps 0-{half - 1} on 2 ranks")
+    state = _train(run, 2, range(0, half), step)
+    log(f"  resuming demo-pretrain from saved state at step {state['step']} on 1 rank")
+    _train(run, 1, range(state["step"], run.total_steps), step, state=state)
+    return run
+
+
+def train_multimodal(catalog: Catalog, seed: int, log: Log) -> Run:
+    """``demo-multimodal``: a linear autoencoder over image crops and video frames, on 2 ranks."""
+    run = catalog.create_run("demo-multimodal", multimodal_plan(seed), exist_ok=True)
+    model = LinearAutoencoder(seed=seed)
+
+    def features(sample) -> np.ndarray:
+        if "frames" in sample.inputs:
+            return np.mean([LinearAutoencoder.features(f) for f in sample.inputs["frames"]], axis=0)
+        return LinearAutoencoder.features(sample.inputs["image"])
+
+    def step(batches: list[Batch]) -> tuple[list[float], list[list[float]]]:
+        losses, per_sample = [], []
+        for batch in batches:
+            loss, samples = model.step(np.stack([features(s) for s in batch.samples]))
+            losses.append(loss)
+            per_sample.append(samples)
+        return losses, per_sample
+
+    log(f"  training demo-multimodal: {run.total_steps} steps on 2 ranks")
+    _train(run, 2, range(0, run.total_steps), step)
+    return run

@@ -1,0 +1,110 @@
+"""Media transforms: video frame sampling and image random-resized crops, recording what they chose."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from .. import storage
+from ..errors import DecodeError, InvalidPlan
+from .base import Context, Transform, require
+
+
+def media_source(value: Any, ctx: Context) -> bytes | str:
+    """Inline bytes, or a path/URI (relative paths resolve against the shard's directory)."""
+    if isinstance(value, dict):
+        if value.get("bytes") is not None:
+            return bytes(value["bytes"])
+        value = value.get("path")
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return bytes(value)
+    if isinstance(value, str) and value:
+        if storage.is_remote(value) or os.path.isabs(value) or ctx.base_dir is None:
+            return value
+        return storage.join(ctx.base_dir, value)
+    raise DecodeError(f"{ctx.where}: media value is empty (no bytes and no path)")
+
+
+@dataclass(frozen=True)
+class SampleFrames(Transform):
+    """Sample ``k`` frames of a video at a frame ``stride`` (or at ``fps``); the start comes from the sample RNG.
+
+    Outputs ``frame_indices``, ``frame_times`` (seconds) and ``frames`` (k×H×W×3 uint8).
+    """
+
+    type = "sample_frames"
+
+    field: str = "video"
+    k: int = 8
+    stride: int | None = None
+    fps: float | None = None
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.k, int) or self.k < 1:
+            raise InvalidPlan(f"sample_frames k={self.k!r} is out of range: must be an integer >= 1")
+        if self.stride is not None and self.fps is not None:
+            raise InvalidPlan("sample_frames takes stride or fps, not both")
+        if self.stride is not None and self.stride < 1:
+            raise InvalidPlan(f"sample_frames stride={self.stride!r} is out of range: must be >= 1")
+        if self.fps is not None and not self.fps > 0:
+            raise InvalidPlan(f"sample_frames fps={self.fps!r} is out of range: must be > 0")
+
+    def choose(self, frame_count: int, fps: float, rng: np.random.Generator) -> list[int]:
+        """The frame indices for a clip of ``frame_count`` frames at ``fps``."""
+        if self.fps is not None:
+            step = max(1.0, fps / self.fps)
+        elif self.stride is not None:
+            step = float(self.stride)
+        else:
+            step = max(1.0, frame_count / self.k)
+        span = step * (self.k - 1)
+        latest_start = max(0.0, frame_count - 1 - span)
+        start = float(rng.uniform(0.0, latest_start)) if latest_start > 0 else 0.0
+        return [min(frame_count - 1, int(round(start + i * step))) for i in range(self.k)]
+
+    def apply(self, inputs: dict[str, Any], ctx: Context) -> None:
+        from ..media.video import decode_frames, probe
+
+        source = media_source(require(inputs, self.field, self.type, ctx.where), ctx)
+        info = probe(source, where=ctx.where)
+        indices = self.choose(info.frame_count, info.fps, ctx.rng)
+        frames = decode_frames(source, indices, where=ctx.where)
+        inputs["frame_indices"] = indices
+        inputs["frame_times"] = [round(i / info.fps, 6) for i in indices]
+        inputs["frames"] = np.stack(frames)
+
+
+@dataclass(frozen=True)
+class RandomResizedCrop(Transform):
+    """torchvision-style random resized crop of an image field; outputs the crop and its box."""
+
+    type = "random_resized_crop"
+
+    field: str = "image"
+    size: tuple[int, int] = (224, 224)
+    scale: tuple[float, float] = (0.08, 1.0)
+    ratio: tuple[float, float] = (3 / 4, 4 / 3)
+
+    def __post_init__(self) -> None:
+        if len(self.size) != 2 or min(self.size) < 1:
+            raise InvalidPlan(f"random_resized_crop size={self.size!r} is out of range: two integers >= 1")
+        if not 0 < self.scale[0] <= self.scale[1] <= 1:
+            raise InvalidPlan(f"random_resized_crop scale={self.scale!r} is out of range: 0 < min <= max <= 1")
+        if not 0 < self.ratio[0] <= self.ratio[1]:
+            raise InvalidPlan(f"random_resized_crop ratio={self.ratio!r} is out of range: 0 < min <= max")
+
+    def apply(self, inputs: dict[str, Any], ctx: Context) -> None:
+        from ..media.image import open_image, random_resized_crop, to_display_mode
+
+        source = media_source(require(inputs, self.field, self.type, ctx.where), ctx)
+        data = source if isinstance(source, bytes) else storage.read_bytes(source)
+        image = to_display_mode(open_image(data, where=ctx.where)).convert("RGB")
+        crop, box = random_resized_crop(
+            image, ctx.rng, size=(int(self.size[0]), int(self.size[1])), scale=tuple(self.scale), ratio=tuple(self.ratio)
+        )
+        inputs[self.field] = np.asarray(crop, dtype=np.uint8)
+        inputs["crop_box"] = [int(v) for v in box]
+        inputs["source_size"] = [image.width, image.height]

@@ -1,0 +1,70 @@
+"""Shared helpers for read-path tests: tiny real catalogs and the invariant checks every reader configuration must pass."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Iterable
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from loaders import Catalog, Run
+
+
+def write_text_dataset(
+    catalog: Catalog, name: str, rows: int, *, row_group: int = 3, shards: int = 2, tag: str = "v1", prefix: str | None = None
+):
+    """Register a text dataset of ``rows`` rows with keys ``{prefix}{i}`` split over ``shards`` files."""
+    prefix = prefix if prefix is not None else f"{name}-"
+    directory = Path(catalog.root) / "src" / name / tag
+    directory.mkdir(parents=True, exist_ok=True)
+    table = pa.table(
+        {
+            "id": [f"{prefix}{i}" for i in range(rows)],
+            "text": [f"document {i} of {name}: " + "word " * (i % 7 + 1) for i in range(rows)],
+        }
+    )
+    per_shard = max(1, -(-rows // shards))
+    paths = []
+    for number, start in enumerate(range(0, rows, per_shard)):
+        path = directory / f"part-{number}.parquet"
+        pq.write_table(table.slice(start, per_shard), path, row_group_size=row_group)
+        paths.append(str(path))
+    return catalog.register(name, paths, key="id", tag=tag)
+
+
+def batch_view(batch) -> list[tuple[int, str, str]]:
+    """What must match between two ways of reading a batch: index, key and sample digest."""
+    return [(s.index, s.key, s.digest) for s in batch.samples]
+
+
+def assert_partition(run: Run, world_sizes: Iterable[int], steps: Iterable[int]) -> None:
+    """For each step, every allowed world size's ranks together read exactly the world-size-1 batch, in order."""
+    for step in steps:
+        whole = batch_view(run.batch(step, 0, world_size=1))
+        for world_size in world_sizes:
+            joined = [item for rank in range(world_size) for item in batch_view(run.batch(step, rank, world_size=world_size))]
+            assert joined == whole, f"step {step}: world size {world_size} differs from world size 1"
+
+
+def read_all(run: Run, rank: int, world_size: int, **options) -> list[list[tuple[int, str, str]]]:
+    with run.reader(rank, world_size, **options) as reader:
+        return [batch_view(b) for b in reader]
+
+
+def assert_resumes_identically(run: Run, rank: int, world_size: int, stop_after: int, **options) -> None:
+    """Stop a reader after ``stop_after`` batches, resume a new one from its state: together they equal one run."""
+    uninterrupted = read_all(run, rank, world_size, ledger=False, **options)
+    first: list = []
+    with run.reader(rank, world_size, ledger=False, **options) as reader:
+        for batch in reader:
+            first.append(batch_view(batch))
+            if len(first) == stop_after:
+                state = reader.state_dict()
+                break
+        else:
+            state = reader.state_dict()
+    with run.reader(rank, world_size, ledger=False, **options) as resumed:
+        resumed.load_state_dict(state)
+        rest = [batch_view(b) for b in resumed]
+    assert first + rest == uninterrupted
