@@ -52,7 +52,7 @@ def check_name(kind: str, name: str) -> str:
 
 
 def _now() -> str:
-    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="microseconds")
 
 
 def _expand(paths: Iterable[str | os.PathLike[str]]) -> list[str]:

@@ -70,15 +70,16 @@ def versions(name: Annotated[str, typer.Argument(help="Dataset name.")], root: R
         tags_by_id: dict[str, list[str]] = {}
         for tag_name, version_id in catalog.tags(name).items():
             tags_by_id.setdefault(version_id, []).append(tag_name)
-        table = Table("version", "created", "rows", "shards", "parent", "tags")
+        table = Table("created", "rows", "shards", "parent", "tags")
+        table.add_column("version", no_wrap=True)
         for version in catalog.versions(name):
             table.add_row(
-                version.id,
-                version.manifest.created,
+                version.manifest.created[:19].replace("T", " "),
                 f"{version.rows:,}",
                 str(len(version.shards)),
                 (version.manifest.parent or "")[:12],
                 ", ".join(sorted(tags_by_id.get(version.id, []))),
+                version.id,
             )
         console.print(table)
 
