@@ -8,7 +8,7 @@ DEMO_ROOT ?= demo-data
 PORT   ?= 8000
 SUDO   := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: demo test bench setup setup-test chromium serve clean help
+.PHONY: demo test bench setup setup-test chromium nginx serve clean help
 
 help:
 	@echo "make demo   - set up, build the demo workspace (once) and serve it at http://127.0.0.1:$(PORT)"
@@ -40,10 +40,17 @@ chromium:
 		$(SUDO) apt-get update -qq >/dev/null && \
 		DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq chromium >/dev/null; }
 
+# Debian's nginx for the HTTP range-request storage tests.
+nginx:
+	@command -v nginx >/dev/null 2>&1 || test -x /usr/sbin/nginx || { \
+		echo "installing Debian nginx for the HTTP storage tests..."; \
+		$(SUDO) apt-get update -qq >/dev/null && \
+		DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq nginx >/dev/null; }
+
 demo: setup
 	$(BIN)/batchscope demo --root $(DEMO_ROOT) --port $(PORT)
 
-test: setup-test chromium
+test: setup-test chromium nginx
 	$(BIN)/python -m pytest
 
 bench: $(VENV)/.bench

@@ -149,15 +149,13 @@ def scan_shard(uri: str) -> tuple[ShardInfo, pa.Schema]:
 
 def _hash_range(uri: str, start: int, end: int) -> str:
     h = hashlib.sha256()
-    fs, path = storage.resolve(uri)
-    with fs.open_input_file(path) as handle:
-        pos = start
-        while pos < end:
-            chunk = handle.read_at(min(_HASH_CHUNK, end - pos), pos)
-            if not chunk:
-                raise RegistrationError(f"{uri}: file ended at byte {pos}, expected {end}")
-            h.update(chunk)
-            pos += len(chunk)
+    pos = start
+    while pos < end:
+        chunk = storage.read_range(uri, pos, min(_HASH_CHUNK, end - pos), cache=False)
+        if not chunk:
+            raise RegistrationError(f"{uri}: file ended at byte {pos}, expected {end}")
+        h.update(chunk)
+        pos += len(chunk)
     return h.hexdigest()[:32]
 
 
@@ -213,6 +211,7 @@ class OpenShard:
         self._footer_start = shard.boundaries[-1]
         footer = storage.read_range(shard.uri, self._footer_start, shard.size - self._footer_start)
         if _digest(footer) != shard.footer_digest:
+            storage.evict(shard.uri, self._footer_start, shard.size - self._footer_start)
             raise ChecksumMismatch(f"{where}: footer of shard {shard.uri} changed after registration")
         self._footer = footer
         self.metadata = _parse_footer(shard.uri, footer)
@@ -226,6 +225,7 @@ class OpenShard:
         start, end = self.shard.boundaries[segment], self.shard.boundaries[segment + 1]
         data = storage.read_range(self.shard.uri, start, end - start)
         if len(data) != end - start or _digest(data) != self.shard.segment_digests[segment]:
+            storage.evict(self.shard.uri, start, end - start)  # a bad cached copy must not stick
             raise ChecksumMismatch(
                 f"{self.where}: row group {row_group} of shard {self.shard.uri} (bytes {start}-{end}) "
                 "does not match its registered checksum"
