@@ -94,7 +94,7 @@ class CorruptData(IntegrityError):
 
 
 class DecodeError(BatchscopeError):
-    """A media value (image, video) cannot be decoded; names the cause."""
+    """A value (image, video, chat) cannot be decoded or rendered; names the cause."""
 
     status = 422
 

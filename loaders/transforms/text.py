@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import CorruptData
+from ..errors import CorruptData, DecodeError
 from .base import Context, Transform, require
 
 
@@ -49,7 +49,10 @@ class ChatTemplate(Transform):
         from ..chat import render_chat
 
         messages = require(inputs, self.field, self.type, ctx.where)
-        ids, mask, spans = render_chat(messages, ctx.tokenizer(self.tokenizer))
+        try:
+            ids, mask, spans = render_chat(messages, ctx.tokenizer(self.tokenizer))
+        except DecodeError as exc:
+            raise DecodeError(f"{ctx.where}: {exc}") from exc
         inputs["input_ids"] = list(ids)
         inputs["loss_mask"] = list(mask)
         inputs["role_spans"] = [list(s) for s in spans]

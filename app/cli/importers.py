@@ -1,0 +1,167 @@
+"""CLI: ``batchscope import {jsonl,parquet,images,webdataset}`` bring other formats into the catalog."""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Annotated, Callable, Iterator, Optional
+
+import typer
+from rich.progress import BarColumn, DownloadColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+from .common import RootOption, err_console, friendly_errors, open_catalog
+
+KeyOption = Annotated[Optional[str], typer.Option("--key", help="Column whose value identifies a row (must be unique).")]
+TagOption = Annotated[Optional[str], typer.Option("--tag", help="Tag to move to the new version.")]
+RowsPerShardOption = Annotated[
+    Optional[int], typer.Option("--rows-per-shard", min=1, help="Rows per Parquet shard (default: about 256 MB of data).")
+]
+RowGroupOption = Annotated[
+    Optional[int],
+    typer.Option("--row-group-size", min=1, help="Rows per row group (default: at most 1,000 rows and about 2 MB)."),
+]
+KindOption = Annotated[list[str], typer.Option("--kind", help="Override a field kind: COLUMN=KIND (repeatable).")]
+
+
+def install(app: typer.Typer) -> None:
+    group = typer.Typer(
+        help="Import JSONL, Parquet from other tools, image folders or WebDataset tars as a new dataset version.",
+        no_args_is_help=True,
+    )
+    group.command("jsonl")(jsonl)
+    group.command("parquet")(parquet)
+    group.command("images")(images)
+    group.command("webdataset")(webdataset)
+    app.add_typer(group, name="import")
+
+
+def _kinds(items: list[str]) -> dict[str, str] | None:
+    kinds = {}
+    for item in items:
+        column, sep, kind = item.partition("=")
+        if not sep or not column or not kind:
+            raise typer.BadParameter(f"--kind expects COLUMN=KIND, got {item!r}")
+        kinds[column] = kind
+    return kinds or None
+
+
+@contextlib.contextmanager
+def _progress(label: str, unit: str) -> Iterator[Callable[[int, Optional[int]], None]]:
+    """A rich progress bar on stderr, driven by the importer's ``progress(done, total)`` callback."""
+    counter = DownloadColumn() if unit == "bytes" else MofNCompleteColumn()
+    with Progress(
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        counter,
+        TimeRemainingColumn(),
+        console=err_console,
+        transient=True,
+    ) as bar:
+        task = bar.add_task(label, total=None)
+
+        def update(done: int, total: Optional[int]) -> None:
+            bar.update(task, completed=done, total=total)
+
+        yield update
+
+
+def _run(label: str, unit: str, action: Callable[[Callable[[int, Optional[int]], None]], object]) -> None:
+    with friendly_errors():
+        with _progress(label, unit) as update:
+            version = action(update)
+        print(version.id)  # type: ignore[attr-defined]
+
+
+def jsonl(
+    name: Annotated[str, typer.Argument(help="Dataset name.")],
+    files: Annotated[list[str], typer.Argument(help="JSONL files (.jsonl, .gz, .bz2, .xz, .zst), directories or globs.")],
+    key: KeyOption = None,
+    tag: TagOption = None,
+    json_column: Annotated[
+        list[str], typer.Option("--json-column", help="Store this column as JSON text (for mixed value types; repeatable).")
+    ] = [],
+    kind: KindOption = [],
+    rows_per_shard: RowsPerShardOption = None,
+    row_group_size: RowGroupOption = None,
+    root: RootOption = None,
+) -> None:
+    """Import JSON Lines files as a new version of NAME and print its version id."""
+    from loaders.importers import import_jsonl
+
+    kinds = _kinds(kind)
+    _run(
+        f"import {name}",
+        "bytes",
+        lambda progress: import_jsonl(
+            open_catalog(root), name, files, key=key, tag=tag, json_columns=json_column, kinds=kinds,
+            rows_per_shard=rows_per_shard, row_group_size=row_group_size, progress=progress,
+        ),  # fmt: skip
+    )
+
+
+def parquet(
+    name: Annotated[str, typer.Argument(help="Dataset name.")],
+    paths: Annotated[list[str], typer.Argument(help="Parquet files or folders (Hugging Face, pandas, Spark output).")],
+    key: KeyOption = None,
+    tag: TagOption = None,
+    kind: KindOption = [],
+    rows_per_shard: RowsPerShardOption = None,
+    row_group_size: RowGroupOption = None,
+    root: RootOption = None,
+) -> None:
+    """Rewrite Parquet written by other tools as a new version of NAME and print its version id."""
+    from loaders.importers import import_parquet
+
+    kinds = _kinds(kind)
+    _run(
+        f"import {name}",
+        "rows",
+        lambda progress: import_parquet(
+            open_catalog(root), name, paths, key=key, tag=tag, kinds=kinds,
+            rows_per_shard=rows_per_shard, row_group_size=row_group_size, progress=progress,
+        ),  # fmt: skip
+    )
+
+
+def images(
+    name: Annotated[str, typer.Argument(help="Dataset name.")],
+    folder: Annotated[str, typer.Argument(help="Folder with one subfolder per class (root/cat/1.jpg → label cat).")],
+    tag: TagOption = None,
+    no_verify: Annotated[bool, typer.Option("--no-verify", help="Skip decoding every image once.")] = False,
+    rows_per_shard: RowsPerShardOption = None,
+    row_group_size: RowGroupOption = None,
+    root: RootOption = None,
+) -> None:
+    """Import an image folder as a new version of NAME (key: the relative path) and print its version id."""
+    from loaders.importers import import_images
+
+    _run(
+        f"import {name}",
+        "files",
+        lambda progress: import_images(
+            open_catalog(root), name, folder, tag=tag, verify=not no_verify,
+            rows_per_shard=rows_per_shard, row_group_size=row_group_size, progress=progress,
+        ),  # fmt: skip
+    )
+
+
+def webdataset(
+    name: Annotated[str, typer.Argument(help="Dataset name.")],
+    shards: Annotated[list[str], typer.Argument(help="WebDataset .tar / .tar.gz shards, directories or globs.")],
+    tag: TagOption = None,
+    kind: KindOption = [],
+    rows_per_shard: RowsPerShardOption = None,
+    row_group_size: RowGroupOption = None,
+    root: RootOption = None,
+) -> None:
+    """Import WebDataset tar shards as a new version of NAME (key: the sample key) and print its version id."""
+    from loaders.importers import import_webdataset
+
+    kinds = _kinds(kind)
+    _run(
+        f"import {name}",
+        "bytes",
+        lambda progress: import_webdataset(
+            open_catalog(root), name, shards, tag=tag, kinds=kinds,
+            rows_per_shard=rows_per_shard, row_group_size=row_group_size, progress=progress,
+        ),  # fmt: skip
+    )

@@ -1,0 +1,335 @@
+"""Shared by every importer: stream Arrow batches into zstd Parquet shards, then publish and register them.
+
+Shards are written into a staging directory under ``catalog.data_dir(name)``
+and renamed to a directory named after their content (``<format>-<digest>``)
+only when every shard is complete, so a failed import leaves no files behind
+and importing the same input twice writes nothing new and returns the same
+version.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import shutil
+import uuid
+from typing import Any, Callable, Iterator, Mapping, Sequence
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from .. import storage
+from ..catalog import Catalog, check_name
+from ..errors import BatchscopeError, RegistrationError
+from ..version import DatasetVersion
+
+#: ``progress(done, total)``: called as an import advances; ``total`` is None while unknown.
+Progress = Callable[[int, "int | None"], None]
+
+#: Row-group size limits: at most this many rows...
+MAX_ROW_GROUP_ROWS = 1000
+#: ...and about this many (uncompressed) bytes, whichever is smaller; media rows get fewer rows per group.
+ROW_GROUP_BYTES = 2 << 20
+#: Shards hold about this many uncompressed bytes unless ``rows_per_shard`` says otherwise.
+SHARD_BYTES = 256 << 20
+
+
+def _positive(name: str, value: int | None) -> int | None:
+    if value is not None and (not isinstance(value, int) or value < 1):
+        raise RegistrationError(f"{name} must be a positive integer, got {value!r}")
+    return value
+
+
+class ShardWriter:
+    """Writes batches of one schema into ``part-NNNNN.parquet`` shards in ``directory``.
+
+    Row groups hold ``row_group_size`` rows; when it is None the size is chosen
+    from the first rows: at most ``MAX_ROW_GROUP_ROWS`` rows and about
+    ``ROW_GROUP_BYTES`` bytes. At most one row group is buffered at a time.
+    ``key`` names a column whose values must be unique across all shards.
+    """
+
+    def __init__(
+        self,
+        directory: str,
+        schema: pa.Schema,
+        *,
+        rows_per_shard: int | None = None,
+        row_group_size: int | None = None,
+        key: str | None = None,
+    ) -> None:
+        self.directory = directory
+        self.schema = schema
+        self.rows_per_shard = _positive("rows_per_shard", rows_per_shard)
+        self.row_group_size = _positive("row_group_size", row_group_size)
+        if key is not None and key not in schema.names:
+            raise RegistrationError(f"key column {key!r} is not among the imported columns ({', '.join(schema.names)})")
+        self.key = key
+        self.paths: list[str] = []
+        self.rows = 0
+        self._keys: dict[str, str] = {}
+        self._pending: list[pa.Table] = []
+        self._pending_rows = 0
+        self._pending_bytes = 0
+        self._writer: pq.ParquetWriter | None = None
+        self._shard_rows = 0
+
+    def write(self, batch: pa.Table | pa.RecordBatch, *, where: str | Sequence[str] = "") -> None:
+        """Append rows (already in ``schema``).
+
+        ``where`` names their source in error messages: one text for the
+        batch, or one per row (``file:line``, a tar member...).
+        """
+        table = batch if isinstance(batch, pa.Table) else pa.Table.from_batches([batch])
+        if len(table) == 0:
+            return
+        if not table.schema.equals(self.schema, check_metadata=False):
+            table = table.cast(self.schema)
+        if self.key is not None:
+            self._check_keys(table, where)
+        self._pending.append(table)
+        self._pending_rows += len(table)
+        self._pending_bytes += table.nbytes
+        self._flush(final=False)
+
+    def _check_keys(self, table: pa.Table, where: str | Sequence[str]) -> None:
+        assert self.key is not None
+        for offset, value in enumerate(table.column(self.key).to_pylist()):
+            here = where if isinstance(where, str) else where[offset]
+            if not here:
+                here = f"input row {self.rows + self._pending_rows + offset}"
+            if value is None:
+                raise RegistrationError(f"{here}: no value in key column {self.key!r}")
+            text = str(value)
+            if text in self._keys:
+                raise RegistrationError(f"{here}: duplicate key {text!r} in column {self.key!r} (first at {self._keys[text]})")
+            self._keys[text] = here
+
+    def _choose_sizes(self) -> None:
+        per_row = max(1, self._pending_bytes // max(1, self._pending_rows))
+        if self.row_group_size is None:
+            self.row_group_size = max(1, min(MAX_ROW_GROUP_ROWS, ROW_GROUP_BYTES // per_row))
+        if self.rows_per_shard is None:
+            groups = max(1, SHARD_BYTES // (per_row * self.row_group_size))
+            self.rows_per_shard = groups * self.row_group_size
+
+    def _flush(self, *, final: bool) -> None:
+        if self.row_group_size is None or self.rows_per_shard is None:
+            if not final and self._pending_rows < MAX_ROW_GROUP_ROWS and self._pending_bytes < ROW_GROUP_BYTES:
+                return
+            self._choose_sizes()
+        assert self.row_group_size is not None and self.rows_per_shard is not None
+        if not self._pending:
+            return
+        pending = pa.concat_tables(self._pending)
+        self._pending, self._pending_rows, self._pending_bytes = [], 0, 0
+        start = 0
+        while start < len(pending):
+            room = self.rows_per_shard - self._shard_rows
+            take = min(self.row_group_size, room, len(pending) - start)
+            if take < self.row_group_size and take < room and not final:
+                break  # keep the tail for the next full row group
+            self._write_group(pending.slice(start, take))
+            start += take
+        if start < len(pending):
+            rest = pending.slice(start)
+            self._pending, self._pending_rows, self._pending_bytes = [rest], len(rest), rest.nbytes
+
+    def _write_group(self, group: pa.Table) -> None:
+        assert self.rows_per_shard is not None
+        if self._writer is None:
+            path = os.path.join(self.directory, f"part-{len(self.paths):05d}.parquet")
+            self._writer = pq.ParquetWriter(
+                path, self.schema, compression="zstd", use_dictionary=False, write_statistics=True
+            )
+            self.paths.append(path)
+        self._writer.write_table(group, row_group_size=len(group))
+        self._shard_rows += len(group)
+        self.rows += len(group)
+        if self._shard_rows >= self.rows_per_shard:
+            self._writer.close()
+            self._writer = None
+            self._shard_rows = 0
+
+    def close(self) -> list[str]:
+        """Write what is buffered, close the last shard and return every shard path."""
+        self._flush(final=True)
+        if self._writer is not None:
+            self._writer.close()
+            self._writer = None
+        return list(self.paths)
+
+    def abort(self) -> None:
+        """Close the open shard without finishing (the staging directory is removed by ``staged_import``)."""
+        if self._writer is not None:
+            with contextlib.suppress(Exception):
+                self._writer.close()
+            self._writer = None
+
+
+def _content_digest(paths: list[str]) -> str:
+    digest = hashlib.sha256()
+    for path in paths:
+        digest.update(os.path.basename(path).encode() + b"\0")
+        with open(path, "rb") as handle:
+            for chunk in iter(lambda: handle.read(1 << 20), b""):
+                digest.update(chunk)
+    return digest.hexdigest()[:16]
+
+
+class Staging:
+    """The staging area of one import: make ``writer(schema)`` then ``publish(...)``."""
+
+    def __init__(self, catalog: Catalog, name: str, fmt: str) -> None:
+        self.catalog = catalog
+        self.name = name
+        self.fmt = fmt
+        self.base = catalog.data_dir(name)
+        self.directory = os.path.join(self.base, f".staging-{fmt}-{uuid.uuid4().hex[:12]}")
+        self.shards: ShardWriter | None = None
+        self.published: str | None = None
+
+    def writer(
+        self, schema: pa.Schema, *, rows_per_shard: int | None, row_group_size: int | None, key: str | None
+    ) -> ShardWriter:
+        """The shard writer of this import (one per import)."""
+        os.makedirs(self.directory, exist_ok=True)
+        self.shards = ShardWriter(self.directory, schema, rows_per_shard=rows_per_shard, row_group_size=row_group_size, key=key)
+        return self.shards
+
+    def publish(
+        self,
+        *,
+        source: str,
+        key: str | None,
+        tag: str | None,
+        kinds: Mapping[str, str] | None = None,
+        notes: Mapping[str, Any] | None = None,
+    ) -> DatasetVersion:
+        """Close the shards, move them to their content-named directory and register them."""
+        if self.shards is None:
+            raise RegistrationError(f"no rows found in {source}")
+        paths = self.shards.close()
+        if not paths or self.shards.rows == 0:
+            raise RegistrationError(f"no rows found in {source}")
+        final = os.path.join(self.base, f"{self.fmt}-{_content_digest(paths)}")
+        if os.path.isdir(final):
+            shutil.rmtree(self.directory)
+        else:
+            os.replace(self.directory, final)
+            self.published = final
+        shard_paths = [os.path.join(final, os.path.basename(p)) for p in paths]
+        version = self.catalog.register(
+            self.name, shard_paths, key=key, tag=tag, kinds=kinds, notes={"imported_from": source, **dict(notes or {})}
+        )
+        self.published = None
+        return version
+
+
+@contextlib.contextmanager
+def staged_import(catalog: Catalog, name: str, fmt: str) -> Iterator[Staging]:
+    """Stage an import of ``name``; on any error remove what it wrote, leaving the catalog unchanged.
+
+    Importers write local files: a catalog on an object store is refused.
+    """
+    check_name("dataset", name)
+    if storage.is_remote(catalog.root):
+        raise RegistrationError(f"importers write to local catalogs only; {catalog.root} is remote (import locally, then copy)")
+    staging = Staging(catalog, name, fmt)
+    try:
+        yield staging
+    except BaseException as exc:
+        if staging.shards is not None:
+            staging.shards.abort()
+        shutil.rmtree(staging.directory, ignore_errors=True)
+        if staging.published is not None:
+            shutil.rmtree(staging.published, ignore_errors=True)
+        with contextlib.suppress(OSError):
+            os.rmdir(staging.base)  # only when empty: nothing of this dataset existed before
+        if isinstance(exc, (BatchscopeError, KeyboardInterrupt, SystemExit, GeneratorExit)):
+            raise
+        if isinstance(exc, (OSError, pa.ArrowException, ValueError)):
+            raise RegistrationError(f"importing {name} failed: {exc}") from exc
+        raise
+
+
+def input_files(
+    sources: str | os.PathLike[str] | Sequence[str | os.PathLike[str]], *, suffixes: tuple[str, ...], what: str
+) -> list[str]:
+    """Files named directly, the matching files below directories (sorted) and glob matches.
+
+    A directory contributes its files ending in one of ``suffixes`` (hidden
+    files and names starting with ``_`` are skipped); a named file is taken
+    whatever its name. A missing path is a ``RegistrationError``.
+    """
+    import glob
+
+    items = [sources] if isinstance(sources, (str, os.PathLike)) else list(sources)
+    found: list[str] = []
+    for item in items:
+        text = os.fspath(item)
+        if os.path.isdir(text):
+            matches = []
+            for folder, dirs, files in os.walk(text):
+                dirs[:] = sorted(d for d in dirs if not d.startswith((".", "_")))
+                matches += [
+                    os.path.join(folder, f)
+                    for f in files
+                    if not f.startswith((".", "_")) and f.lower().endswith(suffixes)
+                ]
+            if not matches:
+                raise RegistrationError(f"{text}: directory holds no {what} files (looked for {', '.join(suffixes)})")
+            found += sorted(matches)
+        elif os.path.isfile(text):
+            found.append(text)
+        elif any(ch in text for ch in "*?["):
+            matches = sorted(m for m in glob.glob(text, recursive=True) if os.path.isfile(m))
+            if not matches:
+                raise RegistrationError(f"{text}: pattern matches no files")
+            found += matches
+        else:
+            raise RegistrationError(f"{text}: no such file or directory")
+    if not found:
+        raise RegistrationError(f"no {what} files given")
+    return [os.path.abspath(path) for path in found]
+
+
+class CountingReader:
+    """A raw binary file that counts the bytes read from it, for progress on compressed inputs."""
+
+    def __init__(self, path: str) -> None:
+        self._file = open(path, "rb")
+        self.count = 0
+
+    def read(self, size: int = -1) -> bytes:
+        data = self._file.read(size)
+        self.count += len(data)
+        return data
+
+    def readinto(self, buffer: Any) -> int:
+        n = self._file.readinto(buffer)
+        self.count += n or 0
+        return n or 0
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return False
+
+    def tell(self) -> int:
+        return self.count
+
+    @property
+    def closed(self) -> bool:
+        return self._file.closed
+
+    def close(self) -> None:
+        self._file.close()
+
+    def __enter__(self) -> "CountingReader":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
