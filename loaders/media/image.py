@@ -1,0 +1,454 @@
+"""Image decoding for the read path and the inspector: safe open, EXIF, display modes, thumbnails, crops."""
+
+from __future__ import annotations
+
+import io
+import math
+import os
+import posixpath
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from PIL import ExifTags, Image, ImageDraw, ImageOps, UnidentifiedImageError
+
+from .. import storage
+from ..errors import DecodeError, InvalidPlan
+
+#: EXIF tag number of Orientation (1 = upright; 5-8 swap width and height).
+ORIENTATION_TAG = 0x0112
+_POINTER_TAGS = {0x8769, 0x8825, 0xA005}  # Exif, GPS and Interop IFD offsets: not readable values
+_MAX_EXIF_VALUE = 200
+
+
+@dataclass(frozen=True)
+class ImageInfo:
+    """What an encoded image is, read from its header: no pixels decoded.
+
+    ``width``/``height`` are as displayed, i.e. after the EXIF orientation.
+    """
+
+    format: str
+    width: int
+    height: int
+    mode: str
+    byte_size: int
+    exif: dict[str, str]
+    orientation: int | None
+
+
+# -- opening -----------------------------------------------------------------
+def _check_pixels(img: Image.Image, where: str) -> None:
+    """Refuse images above Pillow's pixel limit before any pixel is decoded.
+
+    Pillow itself raises ``DecompressionBombError`` above twice the limit and only
+    warns between one and two times it; turning that warning into an error with
+    ``warnings.catch_warnings`` is not thread-safe, so the limit is checked here.
+    """
+    limit = Image.MAX_IMAGE_PIXELS
+    width, height = img.size
+    if limit is not None and width * height > limit:
+        raise DecodeError(
+            f"{where}: cannot decode image: {width}x{height} = {width * height:,} pixels exceeds the "
+            f"decompression-bomb limit of {limit:,} pixels"
+        )
+
+
+def _reason(exc: BaseException) -> str:
+    return str(exc) or type(exc).__name__
+
+
+def _open_lazy(data: bytes, where: str) -> Image.Image:
+    """Open ``data`` and read its header only (format, size, mode, EXIF)."""
+    if not data:
+        raise DecodeError(f"{where}: cannot decode image: zero-length value")
+    try:
+        img = Image.open(io.BytesIO(data))
+    except Image.DecompressionBombError as exc:
+        raise DecodeError(f"{where}: cannot decode image: decompression bomb: {exc}") from exc
+    except UnidentifiedImageError as exc:
+        raise DecodeError(f"{where}: cannot decode image: not a recognised image format ({len(data)} bytes)") from exc
+    except MemoryError:
+        raise
+    except Exception as exc:  # Pillow's parsers raise many types on hostile bytes (struct.error, TypeError...)
+        raise DecodeError(f"{where}: cannot decode image: {_reason(exc)}") from exc
+    _check_pixels(img, where)
+    return img
+
+
+def _load(img: Image.Image, where: str) -> Image.Image:
+    """Decode the pixels; truncated or corrupt data becomes a DecodeError."""
+    try:
+        img.load()
+    except Image.DecompressionBombError as exc:
+        raise DecodeError(f"{where}: cannot decode image: decompression bomb: {exc}") from exc
+    except MemoryError:
+        raise
+    except Exception as exc:
+        raise DecodeError(f"{where}: cannot decode image: {_reason(exc)}") from exc
+    return img
+
+
+def _orient(img: Image.Image, where: str) -> Image.Image:
+    try:
+        return ImageOps.exif_transpose(img)
+    except MemoryError:
+        raise
+    except Exception as exc:
+        raise DecodeError(f"{where}: cannot apply EXIF orientation: {_reason(exc)}") from exc
+
+
+def open_image(data: bytes, *, where: str) -> Image.Image:
+    """Decode an encoded image and return it upright (EXIF orientation applied).
+
+    Pillow's decompression-bomb limit stays on; anything that cannot be decoded
+    raises ``DecodeError`` naming ``where`` and the cause.
+
+    >>> open_image(render_png(Image.new("L", (3, 2))), where="example").size
+    (3, 2)
+    """
+    return _orient(_load(_open_lazy(bytes(data), where), where), where)
+
+
+def _orientation(exif: Image.Exif) -> int | None:
+    value = exif.get(ORIENTATION_TAG)
+    try:
+        return int(value) if value is not None else None
+    except (TypeError, ValueError):
+        return None
+
+
+def _readable(value: Any) -> str | None:
+    if isinstance(value, bytes):
+        text = value.rstrip(b"\x00")
+        if not text or not all(32 <= b < 127 for b in text):
+            return None
+        value = text.decode("ascii")
+    text = str(value).strip().strip("\x00")
+    if not text:
+        return None
+    return text if len(text) <= _MAX_EXIF_VALUE else text[: _MAX_EXIF_VALUE - 1] + "…"
+
+
+def _exif_tags(exif: Image.Exif) -> dict[str, str]:
+    tags: dict[str, str] = {}
+    items = list(exif.items())
+    try:
+        items += list(exif.get_ifd(ExifTags.IFD.Exif).items())
+    except Exception:  # a broken Exif sub-IFD: keep the main tags
+        pass
+    for tag, value in items:
+        if tag in _POINTER_TAGS:
+            continue
+        text = _readable(value)
+        if text is not None:
+            tags[ExifTags.TAGS.get(tag, f"0x{tag:04x}")] = text
+    return dict(sorted(tags.items()))
+
+
+def image_info(data: bytes, *, where: str) -> ImageInfo:
+    """Format, displayed size, mode, byte size and readable EXIF tags of an encoded image.
+
+    Reads the header only, so a decompression bomb is refused without decoding.
+
+    >>> image_info(render_png(Image.new("RGB", (4, 2))), where="example").width
+    4
+    """
+    data = bytes(data)
+    img = _open_lazy(data, where)
+    try:
+        exif = img.getexif()
+    except Exception:  # broken EXIF: report the image without it
+        exif = Image.Exif()
+    orientation = _orientation(exif)
+    width, height = img.size
+    if orientation in (5, 6, 7, 8):
+        width, height = height, width
+    return ImageInfo(
+        format=str(img.format or "unknown"),
+        width=width,
+        height=height,
+        mode=img.mode,
+        byte_size=len(data),
+        exif=_exif_tags(exif),
+        orientation=orientation,
+    )
+
+
+# -- display -----------------------------------------------------------------
+def _from_array(values: np.ndarray) -> Image.Image:
+    return Image.fromarray(np.ascontiguousarray(values.astype(np.uint8)))
+
+
+def _stretch(values: np.ndarray) -> Image.Image:
+    low, high = float(values.min(initial=0)), float(values.max(initial=0))
+    if not math.isfinite(low) or not math.isfinite(high) or high <= low:
+        return _from_array(np.zeros(values.shape, np.uint8))
+    return _from_array(np.clip((values - low) * (255.0 / (high - low)), 0, 255).round())
+
+
+def to_display_mode(img: Image.Image) -> Image.Image:
+    """Convert ``img`` to a mode browsers show correctly: ``RGB``, ``RGBA``, ``L`` or ``LA``.
+
+    Grayscale stays ``L``; palette becomes ``RGBA`` when it has transparency, else
+    ``RGB``; 16-bit images (``I;16*``) are scaled to 8 bits over their full range;
+    32-bit ``I`` and float ``F`` images are scaled to 8 bits from 16 bits when
+    their values fit, else stretched from their min to their max; CMYK, YCbCr,
+    LAB and HSV become ``RGB``; premultiplied alpha becomes straight alpha.
+
+    >>> to_display_mode(Image.new("I;16", (2, 2), 65535)).getpixel((0, 0))
+    255
+    """
+    mode = img.mode
+    if mode in ("RGB", "RGBA", "L", "LA"):
+        return img
+    if mode == "1":
+        return img.convert("L")
+    if mode in ("P", "PA"):
+        transparent = mode == "PA" or "transparency" in img.info
+        return img.convert("RGBA" if transparent else "RGB")
+    if mode.startswith("I;16"):
+        return _from_array(np.asarray(img).astype(np.uint16) >> 8)
+    if mode == "I":
+        values = np.asarray(img).astype(np.int64)
+        if values.size and values.min() >= 0 and values.max() <= 255:
+            return _from_array(values)
+        if values.size and values.min() >= 0 and values.max() <= 65535:
+            return _from_array(values >> 8)
+        return _stretch(values.astype(np.float64))
+    if mode == "F":
+        return _stretch(np.asarray(img).astype(np.float64))
+    if mode in ("RGBa", "RGBX"):
+        return img.convert("RGBA" if mode == "RGBa" else "RGB")
+    if mode == "La":
+        return img.convert("LA")
+    if "A" in mode or "transparency" in img.info:
+        return img.convert("RGBA")
+    return img.convert("RGB")
+
+
+def has_alpha(img: Image.Image) -> bool:
+    """True when ``img`` carries transparency (an alpha band or a transparent palette entry)."""
+    return img.mode in ("RGBA", "LA", "PA", "RGBa", "La") or "transparency" in img.info
+
+
+def render_png(img: Image.Image) -> bytes:
+    """PNG bytes of ``img`` in a display mode (see ``to_display_mode``).
+
+    >>> render_png(Image.new("RGB", (1, 1)))[:4]
+    b'\\x89PNG'
+    """
+    buffer = io.BytesIO()
+    to_display_mode(img).save(buffer, format="PNG", compress_level=3)
+    return buffer.getvalue()
+
+
+def media_type(data: bytes) -> str:
+    """The MIME type of encoded image bytes made here (PNG, WebP, JPEG), from their signature.
+
+    >>> media_type(render_png(Image.new("L", (1, 1))))
+    'image/png'
+    """
+    head = bytes(data[:12])
+    if head.startswith(b"\x89PNG"):
+        return "image/png"
+    if head[:4] == b"RIFF" and head[8:12] == b"WEBP":
+        return "image/webp"
+    if head.startswith(b"\xff\xd8"):
+        return "image/jpeg"
+    if head[:6] in (b"GIF87a", b"GIF89a"):
+        return "image/gif"
+    return "application/octet-stream"
+
+
+def thumbnail(data: bytes, *, max_side: int = 256, where: str) -> bytes:
+    """A thumbnail no larger than ``max_side`` on either side: WebP, or PNG when it has alpha.
+
+    EXIF orientation is applied and the mode made displayable. JPEGs are decoded
+    at a reduced scale (``Image.draft``), so a 4000x3000 photo costs a few tens of ms.
+
+    >>> media_type(thumbnail(render_png(Image.new("RGB", (600, 300))), max_side=64, where="x"))
+    'image/webp'
+    """
+    if max_side < 1:
+        raise InvalidPlan(f"thumbnail max_side must be >= 1, got {max_side}")
+    img = _open_lazy(bytes(data), where)
+    if img.format == "JPEG":
+        try:
+            img.draft("RGB" if img.mode in ("RGB", "YCbCr") else img.mode, (max_side, max_side))
+        except (OSError, ValueError) as exc:
+            raise DecodeError(f"{where}: cannot decode image: {_reason(exc)}") from exc
+    img = _orient(_load(img, where), where)
+    img = to_display_mode(img)
+    img.thumbnail((max_side, max_side), Image.Resampling.LANCZOS, reducing_gap=2.0)
+    buffer = io.BytesIO()
+    if has_alpha(img):
+        img.save(buffer, format="PNG", compress_level=3)
+    else:
+        img.save(buffer, format="WEBP", quality=80, method=3)
+    return buffer.getvalue()
+
+
+def image_from_value(value: Any, *, where: str = "image value") -> bytes | None:
+    """The encoded bytes of an image cell: raw bytes or a Hugging Face ``{"bytes", "path"}`` struct.
+
+    Returns ``None`` for a struct holding only a ``path`` (the caller resolves the
+    path, relative to the shard's directory); raises ``DecodeError`` for a null
+    cell or any other shape.
+
+    >>> image_from_value({"bytes": b"abc", "path": "a.png"})
+    b'abc'
+    >>> image_from_value({"bytes": None, "path": "media/a.png"}) is None
+    True
+    """
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return bytes(value)
+    if isinstance(value, dict):
+        raw = value.get("bytes")
+        if isinstance(raw, (bytes, bytearray, memoryview)):
+            return bytes(raw)
+        if raw is None and isinstance(value.get("path"), str) and value["path"]:
+            return None
+        raise DecodeError(f"{where}: image struct has neither bytes nor a path: keys {sorted(value)}")
+    if value is None:
+        raise DecodeError(f"{where}: image value is null")
+    raise DecodeError(f"{where}: expected image bytes or a {{bytes, path}} struct, got {type(value).__name__}")
+
+
+def resolve_media_path(path: str, *, shard_uri: str, where: str, allow_absolute: bool = False) -> str:
+    """Where a media file stored by path lives: ``path`` relative to the directory of ``shard_uri``.
+
+    A relative path may not leave that directory (no ``..``); absolute paths and
+    URIs are refused unless ``allow_absolute``, so a hostile dataset cannot make
+    the inspector read arbitrary files.
+
+    >>> resolve_media_path("media/clip.mp4", shard_uri="/data/v1/part-00000.parquet", where="x")
+    '/data/v1/media/clip.mp4'
+    """
+    if "://" in path or os.path.isabs(path) or path.startswith("\\\\"):
+        if not allow_absolute:
+            raise DecodeError(
+                f"{where}: media path {path!r} is absolute; only paths relative to the shard's directory are read"
+            )
+        return path
+    parts = [part for part in path.replace("\\", "/").split("/") if part not in ("", ".")]
+    if not parts or ".." in parts:
+        raise DecodeError(f"{where}: media path {path!r} does not name a file inside the shard's directory")
+    if storage.is_remote(shard_uri):
+        return posixpath.join(posixpath.dirname(shard_uri), *parts)
+    return os.path.join(os.path.dirname(storage.normalize(shard_uri)), *parts)
+
+
+# -- crops and overlays ---------------------------------------------------------
+def _check_range(name: str, pair: tuple[float, float], *, positive: bool) -> tuple[float, float]:
+    low, high = float(pair[0]), float(pair[1])
+    if not (math.isfinite(low) and math.isfinite(high)) or low > high or (positive and low <= 0):
+        raise InvalidPlan(f"random_resized_crop {name} must be an increasing pair of positive numbers, got {pair}")
+    return low, high
+
+
+def crop_box(
+    width: int,
+    height: int,
+    rng: np.random.Generator,
+    *,
+    scale: tuple[float, float] = (0.08, 1.0),
+    ratio: tuple[float, float] = (3 / 4, 4 / 3),
+) -> tuple[int, int, int, int]:
+    """The ``(left, top, right, bottom)`` box ``random_resized_crop`` cuts from a ``width`` x ``height`` image.
+
+    torchvision's ``RandomResizedCrop.get_params``: ten tries at a random area and
+    log-uniform aspect ratio, then a center crop clamped to ``ratio``.
+
+    >>> crop_box(100, 50, np.random.default_rng(0), scale=(1.0, 1.0), ratio=(2.0, 2.0))
+    (0, 0, 100, 50)
+    """
+    scale = _check_range("scale", scale, positive=True)
+    ratio = _check_range("ratio", ratio, positive=True)
+    area = width * height
+    log_ratio = (math.log(ratio[0]), math.log(ratio[1]))
+    for _ in range(10):
+        target_area = area * rng.uniform(scale[0], scale[1])
+        aspect = math.exp(rng.uniform(log_ratio[0], log_ratio[1]))
+        w = int(round(math.sqrt(target_area * aspect)))
+        h = int(round(math.sqrt(target_area / aspect)))
+        if 0 < w <= width and 0 < h <= height:
+            top = int(rng.integers(0, height - h + 1))
+            left = int(rng.integers(0, width - w + 1))
+            return left, top, left + w, top + h
+    in_ratio = width / height
+    if in_ratio < ratio[0]:
+        w, h = width, int(round(width / ratio[0]))
+    elif in_ratio > ratio[1]:
+        h, w = height, int(round(height * ratio[1]))
+    else:
+        w, h = width, height
+    top, left = (height - h) // 2, (width - w) // 2
+    return left, top, left + w, top + h
+
+
+def random_resized_crop(
+    img: Image.Image,
+    rng: np.random.Generator,
+    *,
+    size: tuple[int, int],
+    scale: tuple[float, float] = (0.08, 1.0),
+    ratio: tuple[float, float] = (3 / 4, 4 / 3),
+) -> tuple[Image.Image, tuple[int, int, int, int]]:
+    """Crop a random area and aspect ratio of ``img`` and resize it to ``size = (height, width)``.
+
+    Same semantics (and ``size`` order) as torchvision's ``RandomResizedCrop``;
+    deterministic given ``rng``. Returns the model input and the crop box
+    ``(left, top, right, bottom)`` in ``img``'s pixels, for ``draw_box``.
+
+    >>> crop, box = random_resized_crop(Image.new("RGB", (64, 48)), np.random.default_rng(1), size=(32, 32))
+    >>> crop.size
+    (32, 32)
+    """
+    height, width = int(size[0]), int(size[1])
+    if height < 1 or width < 1:
+        raise InvalidPlan(f"random_resized_crop size must be two positive ints (height, width), got {size}")
+    box = crop_box(img.width, img.height, rng, scale=scale, ratio=ratio)
+    crop = img.resize((width, height), Image.Resampling.BILINEAR, box=box)
+    return crop, box
+
+
+def draw_box(
+    img: Image.Image, box: tuple[int, int, int, int], *, color: tuple[int, int, int] = (255, 32, 32)
+) -> Image.Image:
+    """A display-mode copy of ``img`` with ``box = (left, top, right, bottom)`` outlined.
+
+    >>> draw_box(Image.new("L", (20, 20)), (2, 2, 10, 10)).getpixel((2, 5))
+    (255, 32, 32)
+    """
+    shown = to_display_mode(img)
+    shown = shown.convert("RGBA" if has_alpha(shown) else "RGB")
+    line = max(2, min(shown.size) // 100)
+    left, top, right, bottom = box
+    outline = color + (255,) if shown.mode == "RGBA" else color
+    ImageDraw.Draw(shown).rectangle((left, top, right - 1, bottom - 1), outline=outline, width=line)
+    return shown
+
+
+def _heat(diff: np.ndarray) -> np.ndarray:
+    """Map differences 0..255 to black → red → yellow → white (square-root scaled so small ones show)."""
+    level = np.sqrt(diff.astype(np.float64) / 255.0) * 3.0
+    rgb = np.stack([np.clip(level, 0, 1), np.clip(level - 1, 0, 1), np.clip(level - 2, 0, 1)], axis=-1)
+    return (rgb * 255).round().astype(np.uint8)
+
+
+def pixel_diff(a: bytes, b: bytes, *, where: str) -> bytes | None:
+    """PNG heatmap of the per-pixel absolute difference of two images, or ``None`` when sizes differ.
+
+    Both are decoded upright and compared in RGB; each pixel's largest channel
+    difference is shown black (equal) → red → yellow → white (255), square-root
+    scaled so that re-encoding noise stays visible.
+    """
+    first = to_display_mode(open_image(a, where=f"{where} (first image)")).convert("RGB")
+    second = to_display_mode(open_image(b, where=f"{where} (second image)")).convert("RGB")
+    if first.size != second.size:
+        return None
+    diff = np.abs(np.asarray(first, np.int16) - np.asarray(second, np.int16)).max(axis=-1)
+    buffer = io.BytesIO()
+    Image.fromarray(_heat(diff)).save(buffer, format="PNG", compress_level=3)
+    return buffer.getvalue()
