@@ -54,24 +54,31 @@ class Mixture:
 
     @classmethod
     def build(cls, counts: Sequence[int]) -> "Mixture":
-        """Interleave ``counts[s]`` positions of each source: each position goes to the source furthest behind its share.
+        """Interleave ``counts[s]`` positions of each source so every prefix is within one draw of its share.
 
-        Exact rational arithmetic (no floats): at position ``x`` pick the source
-        maximizing ``(x + 1) * c_s - M * taken_s`` (ties: the source whose next
-        draw is due soonest, then the lower index). Every prefix then holds each
-        source's share to within one draw.
+        The ``j``-th draw of source ``s`` (1-based) may only sit at prefix
+        lengths ``x`` with ``|j - x·c_s/M| < 1``, i.e. in the window
+        ``[floor((j-1)·M/c_s) + 1, ceil(j·M/c_s)]``. Positions are filled
+        earliest-deadline-first among released draws (ties: lower source),
+        which meets every window (integer arithmetic only).
         """
         block = sum(counts)
         taken = [0] * len(counts)
         source_at = np.empty(block, dtype=np.int32)
         rank_at = np.empty(block, dtype=np.int64)
-        for x in range(block):
-            best = max(
-                (s for s in range(len(counts)) if taken[s] < counts[s]),
-                key=lambda s: ((x + 1) * counts[s] - block * taken[s], -Fraction(2 * taken[s] + 1, 2 * counts[s]), -s),
-            )
-            source_at[x] = best
-            rank_at[x] = taken[best]
+        for x in range(1, block + 1):
+            best, best_deadline = -1, None
+            for s, c in enumerate(counts):
+                j = taken[s] + 1
+                if j > c or (j - 1) * block // c + 1 > x:
+                    continue
+                deadline = -(-(j * block) // c)
+                if best_deadline is None or deadline < best_deadline:
+                    best, best_deadline = s, deadline
+            if best < 0:  # cannot happen for a feasible pattern; keep the block complete regardless
+                best = next(s for s in range(len(counts)) if taken[s] < counts[s])
+            source_at[x - 1] = best
+            rank_at[x - 1] = taken[best]
             taken[best] += 1
         return cls(tuple(counts), source_at, rank_at)
 

@@ -6,7 +6,6 @@ import datetime as _dt
 import hashlib
 import json
 import math
-import os
 import statistics
 import threading
 from collections import OrderedDict
@@ -281,14 +280,14 @@ class Run:
         return source, record, epoch
 
     def _context(self, version: DatasetVersion | None, rng_key: tuple[int, ...], where: str, shard: int | None) -> Context:
-        base_dir = os.path.dirname(version.shards[shard].uri) if version is not None and shard is not None else None
+        shard_uri = version.shards[shard].uri if version is not None and shard is not None else None
         return Context(
             catalog=self.catalog,
             rng=np.random.default_rng([self.plan.seed, *rng_key]),
             where=where,
             version=version,
             tokenizers=self.tokenizers,
-            base_dir=base_dir,
+            shard_uri=shard_uri,
         )
 
     def _documents(self, stream: int, counters: range, *, index: int | None = None) -> list[Document]:

@@ -36,7 +36,7 @@ class OnlineBigram:
 class LinearAutoencoder:
     """A rank-``k`` linear autoencoder over 16×16 grayscale thumbnails, trained by SGD."""
 
-    def __init__(self, *, rank: int = 8, seed: int = 0, lr: float = 0.05) -> None:
+    def __init__(self, *, rank: int = 8, seed: int = 0, lr: float = 0.5) -> None:
         rng = np.random.default_rng(seed)
         self.encoder = rng.normal(0, 0.05, (256, rank)).astype(np.float32)
         self.decoder = rng.normal(0, 0.05, (rank, 256)).astype(np.float32)
@@ -55,8 +55,9 @@ class LinearAutoencoder:
         code = x @ self.encoder
         error = code @ self.decoder - x
         per_sample = (error**2).mean(axis=1)
-        grad_decoder = code.T @ error * (2 / error.size)
-        grad_encoder = x.T @ (error @ self.decoder.T) * (2 / error.size)
-        self.decoder -= self.lr * 50 * grad_decoder
-        self.encoder -= self.lr * 50 * grad_encoder
+        scale = 2.0 / error.size
+        grad_decoder = code.T @ error * scale
+        grad_encoder = x.T @ (error @ self.decoder.T) * scale
+        self.decoder -= self.lr * np.clip(grad_decoder, -1, 1)
+        self.encoder -= self.lr * np.clip(grad_encoder, -1, 1)
         return float(per_sample.mean()), [float(v) for v in per_sample]

@@ -33,7 +33,7 @@ class Context:
     where: str
     version: "DatasetVersion | None" = None
     tokenizers: dict[str, str] = field(default_factory=dict)
-    base_dir: str | None = None
+    shard_uri: str | None = None
 
     def tokenizer(self, name: str | None) -> "Tokenizer":
         """The tokenizer the run resolved for ``name`` (None: the dataset version's own)."""

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from typing import Any
 
@@ -14,18 +13,12 @@ from .base import Context, Transform, require
 
 
 def media_source(value: Any, ctx: Context) -> bytes | str:
-    """Inline bytes, or a path/URI (relative paths resolve against the shard's directory)."""
-    if isinstance(value, dict):
-        if value.get("bytes") is not None:
-            return bytes(value["bytes"])
-        value = value.get("path")
-    if isinstance(value, (bytes, bytearray, memoryview)):
-        return bytes(value)
-    if isinstance(value, str) and value:
-        if storage.is_remote(value) or os.path.isabs(value) or ctx.base_dir is None:
-            return value
-        return storage.join(ctx.base_dir, value)
-    raise DecodeError(f"{ctx.where}: media value is empty (no bytes and no path)")
+    """Inline bytes, or a stored path resolved inside the shard's directory (never outside it)."""
+    from ..media.video import video_source
+
+    if ctx.shard_uri is None:
+        raise DecodeError(f"{ctx.where}: media transforms need the record's shard")
+    return video_source(value, shard_uri=ctx.shard_uri, where=ctx.where)
 
 
 @dataclass(frozen=True)
