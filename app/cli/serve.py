@@ -9,22 +9,38 @@ import typer
 from .common import RootOption, console, friendly_errors
 
 
+def settings_epilog() -> str:
+    """Every inspector setting with its environment variable, default and help (from ``app.settings``)."""
+    from app.settings import specs
+
+    lines = ["Settings (environment variables):"]
+    for spec in specs():
+        default = "none" if spec.default is None else repr(spec.default)
+        lines.append(f"{spec.env} (default {default}): {spec.help}")
+    return "\n\n".join(lines)
+
+
 def install(app: typer.Typer) -> None:
-    app.command("serve")(serve)
+    app.command("serve", epilog=settings_epilog())(serve)
     app.command("demo")(demo)
 
 
 def serve(
     root: RootOption = None,
-    host: Annotated[str, typer.Option("--host", help="Interface to bind; 127.0.0.1 keeps it on this machine.")] = "127.0.0.1",
-    port: Annotated[int, typer.Option("--port", "-p", help="Port to listen on.")] = 8000,
+    host: Annotated[
+        Optional[str],
+        typer.Option("--host", help="Interface to bind (default: $BATCHSCOPE_HOST, else 127.0.0.1, this machine only).", show_default=False),
+    ] = None,
+    port: Annotated[
+        Optional[int], typer.Option("--port", "-p", help="Port to listen on (default: $BATCHSCOPE_PORT, else 8000).", show_default=False)
+    ] = None,
 ) -> None:
-    """Serve the inspector over the catalog at ROOT."""
+    """Serve the inspector over the catalog at ROOT (every BATCHSCOPE_* setting applies; see docs/inspector.md)."""
     from app.server import run_server
     from app.settings import Settings
 
     with friendly_errors():
-        settings = Settings.from_env(**({"root": root} if root else {}), host=host, port=port)
+        settings = Settings.from_env(root=root, host=host, port=port)
         run_server(settings)
 
 

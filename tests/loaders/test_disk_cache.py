@@ -21,7 +21,6 @@ from loaders import disk_cache, storage
 from loaders.disk_cache import DiskCache, parse_bytes
 from tests.support.s3server import S3Bucket, env_for_subprocess
 
-pytest_plugins = ["tests.support.s3server"]
 
 
 def content(uri: str, offset: int, length: int) -> bytes:

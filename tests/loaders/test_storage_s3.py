@@ -18,7 +18,6 @@ from tests.support.faultproxy import FaultProxy, Faults
 from tests.support.nginx import NginxServer
 from tests.support.s3server import S3Bucket
 
-pytest_plugins = ["tests.support.s3server", "tests.support.nginx"]
 
 
 @pytest.fixture(autouse=True)

@@ -1,0 +1,35 @@
+"""Request dependencies as ``Annotated`` aliases: the settings, the catalog, the flag store, the media cache."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import Depends, Request
+
+from loaders import Catalog
+from loaders.cache import ByteLRU
+
+from .flags import FlagStore
+from .settings import Settings
+
+
+def get_settings(request: Request) -> Settings:
+    return request.app.state.settings
+
+
+def get_catalog(request: Request) -> Catalog:
+    return request.app.state.catalog
+
+
+def get_flags(request: Request) -> FlagStore:
+    return request.app.state.flags
+
+
+def get_media_cache(request: Request) -> ByteLRU[Any]:
+    return request.app.state.media_cache
+
+
+SettingsDep = Annotated[Settings, Depends(get_settings)]
+CatalogDep = Annotated[Catalog, Depends(get_catalog)]
+FlagsDep = Annotated[FlagStore, Depends(get_flags)]
+MediaCacheDep = Annotated[ByteLRU[Any], Depends(get_media_cache)]

@@ -1,0 +1,70 @@
+"""The app factory: ``create_app(settings)`` builds a fresh inspector; nothing is built at import time.
+
+>>> app = create_app(Settings(root="/tmp/bs-doc"))     # doctest: +SKIP
+
+``uvicorn --factory app.factory:create_app`` serves one configured from the
+``BATCHSCOPE_*`` environment variables.
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+import sys
+from typing import Any
+
+from fastapi import FastAPI
+from fastapi.staticfiles import StaticFiles
+
+from loaders import Catalog
+from loaders.cache import ByteLRU
+from loaders.version import row_group_cache
+
+from . import errors, urls
+from .flags import FlagStore
+from .security import SecurityMiddleware
+from .settings import Settings
+from .templating import STATIC_DIR, Templates
+
+
+def _size_of(value: Any) -> int:
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return len(value)
+    nbytes = getattr(value, "nbytes", None)
+    return int(nbytes) if isinstance(nbytes, int) else sys.getsizeof(value)
+
+
+def routers() -> list[Any]:
+    """The ``router`` of every module in ``app.routers`` (a new resource is a new module there), by module name."""
+    package = importlib.import_module("app.routers")
+    found = []
+    for module in sorted(pkgutil.iter_modules(package.__path__), key=lambda m: m.name):
+        loaded = importlib.import_module(f"app.routers.{module.name}")
+        if hasattr(loaded, "router"):
+            found.append(loaded.router)
+    return found
+
+
+def create_app(settings: Settings | None = None) -> FastAPI:
+    """A new inspector app over the catalog ``settings.root`` (settings from the environment when omitted)."""
+    settings = settings or Settings.from_env()
+    app = FastAPI(
+        title="batchscope",
+        summary="See exactly what a training job read. Every page's JSON twin lives at /api + the page's path.",
+        version="0.1.0",
+        docs_url=None,
+        redoc_url=None,
+        openapi_url=urls.openapi(),
+    )
+    app.state.settings = settings
+    app.state.catalog = Catalog(settings.root)
+    app.state.flags = FlagStore.for_catalog(settings.root, settings.flags_path)
+    app.state.templates = Templates()
+    app.state.media_cache = ByteLRU(budget=settings.media_cache_bytes, size_of=_size_of)
+    row_group_cache().budget = settings.row_group_cache_bytes  # the cache is process-wide; the setting sizes it
+    errors.install(app)
+    app.add_middleware(SecurityMiddleware, token=settings.token)
+    app.mount("/static", StaticFiles(directory=str(STATIC_DIR)), name="static")
+    for router in routers():
+        app.include_router(router)
+    return app

@@ -1,0 +1,331 @@
+"""Page data of a dataset (versions, tags) and of one version (schema, stats, rows by cursor, search)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from loaders import Catalog, DatasetVersion
+from loaders.catalog import check_name
+from loaders.errors import InvalidPlan, TokenizerNotFound
+from loaders.records import record_key
+
+from .. import urls
+from ..jsonable import html_only
+from ..templating import count
+from ..renderers.registry import FieldContext, View, render_cell
+from .common import Link, Pager
+from .rows import RowSlice, page_at, search, searchable
+from .stats import column_stats
+
+
+@dataclass
+class VersionSummary:
+    id: str
+    url: str
+    created: str
+    rows: int
+    shards: int
+    bytes: int
+    parent: str | None
+    tags: list[str]
+
+
+@dataclass
+class DatasetPage:
+    name: str
+    url: str
+    tags: dict[str, str]
+    versions: list[VersionSummary]
+    latest: str | None
+    title: str = html_only("")
+    crumbs: list[Link] = html_only(default_factory=list)
+
+
+def _tags_by_version(catalog: Catalog, name: str) -> dict[str, list[str]]:
+    out: dict[str, list[str]] = {}
+    for tag, version_id in sorted(catalog.tags(name).items()):
+        out.setdefault(version_id, []).append(tag)
+    return out
+
+
+def dataset_page(catalog: Catalog, name: str) -> DatasetPage:
+    """A dataset's versions (newest first) and tags."""
+    check_name("dataset", name)
+    versions = catalog.versions(name)
+    tags = catalog.tags(name)
+    by_version = _tags_by_version(catalog, name)
+    summaries = [
+        VersionSummary(
+            id=v.id,
+            url=urls.version(name, v),
+            created=v.manifest.created,
+            rows=v.rows,
+            shards=len(v.shards),
+            bytes=v.manifest.size,
+            parent=v.manifest.parent,
+            tags=by_version.get(v.id, []),
+        )
+        for v in reversed(versions)
+    ]
+    return DatasetPage(
+        name=name,
+        url=urls.dataset(name),
+        tags=tags,
+        versions=summaries,
+        latest=tags.get("latest"),
+        title=name,
+        crumbs=[Link("datasets", urls.home()), Link(name, urls.dataset(name))],
+    )
+
+
+# -- one version -------------------------------------------------------------
+@dataclass
+class ColumnInfo:
+    name: str
+    type: str
+    kind: str
+    nullable: bool
+    nulls: int | None
+    min: str | None
+    max: str | None
+    searchable: bool
+
+
+@dataclass
+class ShardSummary:
+    uri: str
+    rows: int
+    bytes: int
+    row_groups: int
+    checksum: str
+
+
+@dataclass
+class RowEntry:
+    """One row of a listing: where it is, its key and permalink, its values (JSON) and cells (HTML)."""
+
+    index: int
+    key: str
+    url: str
+    shard: int
+    row: int
+    record: dict[str, Any]
+    element_id: str = html_only("")
+    cells: list[View] = html_only(default_factory=list)
+
+
+@dataclass
+class SearchInfo:
+    query: str
+    column: str
+    scanned_from: int
+    scanned_to: int
+    stopped_early: bool
+
+
+@dataclass
+class RowsBlock:
+    """The paged (or searched) part of a version page: what an htmx pager swaps."""
+
+    start: int
+    end: int
+    total: int
+    rows: list[RowEntry]
+    pager: Pager
+    search: SearchInfo | None
+    columns: list[str] = html_only(default_factory=list)
+    search_columns: list[str] = html_only(default_factory=list)
+    action: str = html_only("")
+
+
+@dataclass
+class VersionPage:
+    dataset: str
+    version: str
+    ref: str
+    url: str
+    dataset_url: str
+    created: str
+    parent: str | None
+    parent_url: str | None
+    tags: list[str]
+    key: str | None
+    tokenizer: str | None
+    rows: int
+    bytes: int
+    shards: list[ShardSummary]
+    columns: list[ColumnInfo]
+    stats_complete: bool
+    listing: RowsBlock
+    notes: dict[str, Any] = field(default_factory=dict)
+    title: str = html_only("")
+    crumbs: list[Link] = html_only(default_factory=list)
+
+
+def version_tokenizer(catalog: Catalog, version: DatasetVersion) -> tuple[Any, str | None]:
+    """The version's tokenizer, or ``None`` and a warning saying why."""
+    if not version.tokenizer:
+        return None, None
+    try:
+        return catalog.tokenizer(version.tokenizer), None
+    except TokenizerNotFound as exc:
+        return None, exc.message
+
+
+def _columns(version: DatasetVersion) -> tuple[list[ColumnInfo], bool]:
+    stats, complete = column_stats(version)
+    can_search = set(searchable(version))
+    columns = []
+    for f in version.schema:
+        s = stats.get(f.name)
+        columns.append(
+            ColumnInfo(
+                name=f.name,
+                type=str(f.type),
+                kind=version.kinds.get(f.name, "json"),
+                nullable=f.nullable,
+                nulls=s.nulls if s else None,
+                min=s.min if s else None,
+                max=s.max if s else None,
+                searchable=f.name in can_search,
+            )
+        )
+    return columns, complete
+
+
+def _pager(version: DatasetVersion, found: RowSlice, *, q: str | None, column: str | None) -> Pager:
+    name, total = version.name, version.rows
+    search_params = {"q": q, "column": column} if q else {}
+    at_start = found.scanned_from <= 0
+    at_end = found.scanned_to >= total
+    first = urls.version(name, version, **search_params) if not at_start else None
+    prev = urls.version(name, version, end=found.scanned_from, **search_params) if not at_start else None
+    next_ = urls.version(name, version, start=found.scanned_to, **search_params) if not at_end else None
+    last = urls.version(name, version, end=total, **search_params) if not at_end else None
+    if q:
+        summary = f"{count(len(found.indices), 'match', 'matches')} for {q!r} in {column} among records {found.scanned_from:,}–{max(found.scanned_from, found.scanned_to - 1):,}"
+        if found.stopped_early:
+            summary += " (time budget spent; continue with next)"
+    elif found.indices:
+        summary = f"records {found.scanned_from:,}–{found.scanned_to - 1:,} of {total:,}"
+    else:
+        summary = f"no records here ({total:,} in all)"
+    return Pager(first=first, prev=prev, next=next_, last=last, summary=summary)
+
+
+def rows_block(
+    version: DatasetVersion,
+    *,
+    start: int | None,
+    end: int | None,
+    q: str | None,
+    column: str | None,
+    page_size: int,
+    search_seconds: float,
+    tokenizer: Any = None,
+) -> RowsBlock:
+    """One page of rows, by cursor or by search."""
+    if start is not None and end is not None:
+        raise InvalidPlan(f"give start ({start}) or end ({end}), not both")
+    columns = [f.name for f in version.schema]
+    search_columns = searchable(version)
+    if q:
+        column = column or (search_columns[0] if search_columns else None)
+        if column is None:
+            raise InvalidPlan(f"{version.ref} has no text column to search")
+        found = search(version, column=column, query=q, start=start, end=end, size=page_size, seconds=search_seconds)
+    else:
+        found = page_at(version, start=start, end=end, size=page_size)
+    entries = []
+    for index, record in zip(found.indices, found.records):
+        shard, row = version.locate(index)
+        key = record_key(record, version.key)
+        cells = [
+            render_cell(
+                record.get(c),
+                FieldContext(
+                    column=c,
+                    kind=version.kinds.get(c, "json"),
+                    record=record,
+                    kinds=version.kinds,
+                    tokenizer=tokenizer,
+                    highlight=q if q and c == column else None,
+                    where=version.where(shard, row),
+                ),
+            )
+            for c in columns
+        ]
+        entries.append(
+            RowEntry(
+                index=index,
+                key=key,
+                url=urls.sample(version.name, version, key),
+                shard=shard,
+                row=row,
+                record=record,
+                element_id=urls.sample_id(index),
+                cells=cells,
+            )
+        )
+    return RowsBlock(
+        start=found.scanned_from,
+        end=found.scanned_to,
+        total=version.rows,
+        rows=entries,
+        pager=_pager(version, found, q=q, column=column),
+        search=SearchInfo(q, column or "", found.scanned_from, found.scanned_to, found.stopped_early) if q else None,
+        columns=columns,
+        search_columns=search_columns,
+        action=urls.version(version.name, version),
+    )
+
+
+def version_page(
+    catalog: Catalog,
+    version: DatasetVersion,
+    *,
+    start: int | None = None,
+    end: int | None = None,
+    q: str | None = None,
+    column: str | None = None,
+    page_size: int = 50,
+    search_seconds: float = 2.0,
+) -> VersionPage:
+    """Schema, stats and one page of rows of ``version``."""
+    name = version.name
+    tags = _tags_by_version(catalog, name).get(version.id, [])
+    columns, complete = _columns(version)
+    tokenizer, _ = version_tokenizer(catalog, version)
+    parent = version.manifest.parent
+    return VersionPage(
+        dataset=name,
+        version=version.id,
+        ref=version.ref,
+        url=urls.version(name, version),
+        dataset_url=urls.dataset(name),
+        created=version.manifest.created,
+        parent=parent,
+        parent_url=urls.version(name, parent) if parent else None,
+        tags=tags,
+        key=version.key,
+        tokenizer=version.tokenizer,
+        rows=version.rows,
+        bytes=version.manifest.size,
+        shards=[ShardSummary(s.uri, s.rows, s.size, len(s.row_groups), s.checksum) for s in version.shards],
+        columns=columns,
+        stats_complete=complete,
+        listing=rows_block(
+            version,
+            start=start,
+            end=end,
+            q=q,
+            column=column,
+            page_size=page_size,
+            search_seconds=search_seconds,
+            tokenizer=tokenizer,
+        ),
+        notes=dict(version.manifest.notes),
+        title=version.ref,
+        crumbs=[Link("datasets", urls.home()), Link(name, urls.dataset(name)), Link(version.short_id, urls.version(name, version))],
+    )

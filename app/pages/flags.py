@@ -1,0 +1,76 @@
+"""Page data of the flag list (filterable by dataset and tag, cursor-paged) and of one flag."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .. import urls
+from ..flags import Flag, FlagFilter, FlagStore
+from ..jsonable import html_only
+from .common import Link
+
+PAGE = 100
+
+
+@dataclass
+class Facet:
+    """A filter value with its count and the URL that applies it."""
+
+    value: str
+    count: int
+    url: str
+    active: bool
+
+
+@dataclass
+class FlagsPage:
+    flags: list[Flag]
+    dataset: str | None
+    tag: str | None
+    total: int
+    next_url: str | None
+    jsonl_url: str
+    keys_url: str
+    datasets: list[Facet]
+    tags: list[Facet]
+    all_url: str = html_only("")
+    title: str = html_only("flags")
+    crumbs: list[Link] = html_only(default_factory=list)
+
+
+@dataclass
+class FlagPage:
+    flag: Flag
+    title: str = html_only("")
+    crumbs: list[Link] = html_only(default_factory=list)
+
+
+def flags_page(store: FlagStore, *, dataset: str | None, tag: str | None, before: int | None = None, limit: int = PAGE) -> FlagsPage:
+    """Flags newest first, filtered; facets link to each dataset and tag."""
+    where = FlagFilter(dataset=dataset or None, tag=tag or None)
+    flags = store.list(where, limit=limit, before=before)
+    next_url = urls.flags(dataset=dataset, tag=tag, before=flags[-1].id) if len(flags) == limit else None
+    datasets = [Facet(name, n, urls.flags(dataset=name, tag=tag), name == dataset) for name, n in store.datasets()]
+    tags = [Facet(name, n, urls.flags(dataset=dataset, tag=name), name == tag) for name, n in store.tags(dataset or None)]
+    return FlagsPage(
+        flags=flags,
+        dataset=dataset,
+        tag=tag,
+        total=store.count(where),
+        next_url=next_url,
+        jsonl_url=urls.flags_jsonl(dataset=dataset, tag=tag),
+        keys_url=urls.flags_keys(dataset=dataset, tag=tag),
+        datasets=datasets,
+        tags=tags,
+        all_url=urls.flags(),
+        crumbs=[Link("home", urls.home()), Link("flags", urls.flags())],
+    )
+
+
+def flag_page(store: FlagStore, flag_id: int) -> FlagPage:
+    flag = store.get(flag_id)
+    return FlagPage(
+        flag=flag,
+        title=f"flag {flag.id}",
+        crumbs=[Link("home", urls.home()), Link("flags", urls.flags()), Link(f"#{flag.id}", flag.url)],
+    )

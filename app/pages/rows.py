@@ -1,0 +1,143 @@
+"""Rows of a version by cursor, and text search, both reading only the row groups they need.
+
+A cursor is a record index of the (immutable) version: ``start=N`` lists
+from record ``N`` on, ``end=N`` lists the page that ends just before ``N``.
+Either maps through ``version.locate`` to one row group, so the last page of
+a ten-million-row dataset costs what the first does. Search scans row groups
+from the cursor with ``pyarrow.compute.match_substring`` until the page is
+full or the time budget is spent, and then links to where it stopped.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Iterator
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from loaders.errors import InvalidPlan
+from loaders.records import Record
+from loaders.version import DatasetVersion
+
+
+@dataclass
+class RowSlice:
+    """Record indices (ascending) with their records, and where the scan that found them began and ended."""
+
+    indices: list[int] = field(default_factory=list)
+    records: list[Record] = field(default_factory=list)
+    #: The half-open range of record indices that was looked at.
+    scanned_from: int = 0
+    scanned_to: int = 0
+    #: True when the scan stopped because of the time budget, not a full page or the end of the data.
+    stopped_early: bool = False
+
+
+def read_indices(version: DatasetVersion, indices: list[int]) -> list[Record]:
+    """Records at ascending record indices, reading each row group once."""
+    by_shard: dict[int, list[int]] = {}
+    order: list[tuple[int, int]] = []
+    for index in indices:
+        shard, row = version.locate(index)
+        by_shard.setdefault(shard, []).append(row)
+        order.append((shard, row))
+    decoded: dict[tuple[int, int], Record] = {}
+    for shard, rows in by_shard.items():
+        for row, record in zip(rows, version.read(shard, rows)):
+            decoded[(shard, row)] = record
+    return [decoded[item] for item in order]
+
+
+def page_at(version: DatasetVersion, *, start: int | None, end: int | None, size: int) -> RowSlice:
+    """The page starting at ``start`` (or ending before ``end``): O(page) work wherever it is."""
+    total = version.rows
+    if end is not None:
+        stop = min(end, total)
+        begin = max(0, stop - size)
+    else:
+        begin = min(start or 0, total)
+        stop = min(total, begin + size)
+    indices = list(range(begin, stop))
+    return RowSlice(indices, read_indices(version, indices), begin, stop)
+
+
+def _group_starts(version: DatasetVersion, shard: int) -> list[int]:
+    first = version.index_of(shard, 0)
+    starts = []
+    for rows in version.shards[shard].row_groups:
+        starts.append(first)
+        first += rows
+    return starts
+
+
+def _groups(version: DatasetVersion, index: int, *, backward: bool) -> Iterator[tuple[int, int, int]]:
+    """``(shard, row group, first record index)`` from the group holding ``index``, forward or backward."""
+    if not 0 <= index < version.rows:
+        return
+    shard, row = version.locate(index)
+    group, _ = version.row_group_of(shard, row)
+    shards = range(shard, -1, -1) if backward else range(shard, len(version.shards))
+    for number in shards:
+        starts = _group_starts(version, number)
+        begin = group if number == shard else (len(starts) - 1 if backward else 0)
+        groups = range(begin, -1, -1) if backward else range(begin, len(starts))
+        for g in groups:
+            yield number, g, starts[g]
+
+
+def searchable(version: DatasetVersion) -> list[str]:
+    """Columns search can scan: string columns."""
+    return [f.name for f in version.schema if pa.types.is_string(f.type) or pa.types.is_large_string(f.type)]
+
+
+def search(
+    version: DatasetVersion,
+    *,
+    column: str,
+    query: str,
+    start: int | None,
+    end: int | None,
+    size: int,
+    seconds: float,
+) -> RowSlice:
+    """Up to ``size`` records whose ``column`` contains ``query`` (case-insensitive), from a cursor.
+
+    Always scans at least one row group; stops at a full page, the end (or
+    start) of the data, or when ``seconds`` have passed.
+    """
+    if column not in searchable(version):
+        raise InvalidPlan(
+            f"cannot search column {column!r} of {version.ref}: searchable columns are {', '.join(searchable(version)) or 'none'}"
+        )
+    backward = end is not None and start is None
+    total = version.rows
+    cursor = min(end, total) - 1 if backward and end is not None else min(start or 0, total)
+    deadline = time.monotonic() + seconds
+    found: list[int] = []
+    scanned_from = scanned_to = cursor + 1 if backward else cursor
+    stopped = False
+    for shard, group, first in _groups(version, cursor, backward=backward):
+        table = version.row_group(shard, group).select([column])
+        matches = pc.fill_null(pc.match_substring(table.column(column), query, ignore_case=True), False)
+        hits = [first + int(i) for i in pc.indices_nonzero(matches).to_pylist()]
+        if backward:
+            hits = [h for h in reversed(hits) if h <= cursor]
+            scanned_from = first
+        else:
+            hits = [h for h in hits if h >= cursor]
+            scanned_to = first + table.num_rows
+        found.extend(hits)
+        if len(found) >= size:
+            found = found[:size]
+            if backward:
+                scanned_from = found[-1]
+            else:
+                scanned_to = found[-1] + 1
+            break
+        if time.monotonic() >= deadline:
+            stopped = (scanned_from > 0) if backward else (scanned_to < total)
+            break
+    indices = sorted(found)
+    return RowSlice(indices, read_indices(version, indices), scanned_from, scanned_to, stopped)

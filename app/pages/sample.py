@@ -1,0 +1,189 @@
+"""Page data of a sample permalink: one row of one version, every field rendered by its kind."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from loaders import Catalog, DatasetVersion
+from loaders.errors import SampleNotFound
+from loaders.records import Record, record_key
+
+from .. import urls
+from ..flags import Flag, FlagFilter, FlagStore
+from ..jsonable import html_only
+from ..renderers.registry import FieldContext, View, render_field
+from .common import Link
+from .datasets import version_tokenizer
+
+#: Kinds whose stored bytes the media endpoint serves.
+MEDIA_KINDS = ("binary", "image", "video")
+
+
+@dataclass
+class FieldBlock:
+    """One rendered field of a sample (HTML)."""
+
+    column: str
+    kind: str
+    fragment_url: str
+    view: View
+
+
+@dataclass
+class FlagForm:
+    """What the flag form posts, and the flags the sample already has."""
+
+    action: str
+    dataset: str
+    version: str
+    key: str
+    run: str | None = None
+    step: int | None = None
+    rank: int | None = None
+    index: int | None = None
+    flags: list[Flag] = field(default_factory=list)
+    message: str = ""
+    error: str = ""
+
+
+@dataclass
+class SamplePage:
+    dataset: str
+    version: str
+    ref: str
+    key: str
+    index: int
+    shard: int
+    row: int
+    url: str
+    version_url: str
+    fields: dict[str, Any]
+    kinds: dict[str, str]
+    flags: list[Flag]
+    warnings: list[str]
+    prev_url: str | None = None
+    next_url: str | None = None
+    title: str = html_only("")
+    crumbs: list[Link] = html_only(default_factory=list)
+    blocks: list[FieldBlock] = html_only(default_factory=list)
+    flag_form: FlagForm | None = html_only(None)
+    highlight: str | None = html_only(None)
+
+
+def _neighbour(version: DatasetVersion, index: int, **query: Any) -> str | None:
+    if not 0 <= index < version.rows:
+        return None
+    return urls.sample(version.name, version, record_key(version.record(index), version.key), **query)
+
+
+def flag_form(flags: FlagStore, version: DatasetVersion, key: str, **context: Any) -> FlagForm:
+    """The flag form of one sample, with the flags it already has."""
+    return FlagForm(
+        action=urls.flags(),
+        dataset=version.name,
+        version=version.id,
+        key=key,
+        flags=flags.list(FlagFilter(dataset=version.name, version=version.id, key=key), limit=20),
+        **context,
+    )
+
+
+def render_fields(
+    record: Record,
+    version: DatasetVersion,
+    *,
+    key: str,
+    shard: int,
+    row: int,
+    tokenizer: Any,
+    only: str | None,
+    highlight: str | None,
+    collapse_chars: int,
+    token_threshold: int,
+) -> list[FieldBlock]:
+    """Every field of ``record`` (or just ``only``, in full) rendered by its kind."""
+    columns = [f.name for f in version.schema]
+    if only is not None:
+        if only not in columns:
+            raise SampleNotFound(f"{version.ref} has no column {only!r} (columns: {', '.join(columns)})")
+        columns = [only]
+    blocks = []
+    for column in columns:
+        kind = version.kinds.get(column, "json")
+        fragment = urls.sample(version.name, version, key, field=column, q=highlight)
+        ctx = FieldContext(
+            column=column,
+            kind=kind,
+            record=record,
+            kinds=version.kinds,
+            tokenizer=tokenizer,
+            highlight=highlight,
+            full=only is not None,
+            fragment_url=fragment,
+            media_url=urls.media(version.name, version, key, column) if kind in MEDIA_KINDS else None,
+            collapse_chars=collapse_chars,
+            token_threshold=token_threshold,
+            where=version.where(shard, row),
+        )
+        blocks.append(FieldBlock(column, kind, fragment, render_field(record.get(column), ctx)))
+    return blocks
+
+
+def sample_page(
+    catalog: Catalog,
+    flags: FlagStore,
+    version: DatasetVersion,
+    key: str,
+    *,
+    only: str | None = None,
+    highlight: str | None = None,
+    collapse_chars: int = 2000,
+    token_threshold: int = 1024,
+) -> SamplePage:
+    """One sample by key: where it lives, every field, its flags, and links to its neighbours."""
+    shard, row = version.find(key)
+    record = version.read(shard, [row])[0]
+    index = version.index_of(shard, row)
+    tokenizer, warning = version_tokenizer(catalog, version)
+    blocks = render_fields(
+        record,
+        version,
+        key=key,
+        shard=shard,
+        row=row,
+        tokenizer=tokenizer,
+        only=only,
+        highlight=highlight,
+        collapse_chars=collapse_chars,
+        token_threshold=token_threshold,
+    )
+    form = flag_form(flags, version, key)
+    name = version.name
+    return SamplePage(
+        dataset=name,
+        version=version.id,
+        ref=version.ref,
+        key=key,
+        index=index,
+        shard=shard,
+        row=row,
+        url=urls.sample(name, version, key),
+        version_url=urls.version(name, version, start=index),
+        fields={b.column: record.get(b.column) for b in blocks},
+        kinds={b.column: b.kind for b in blocks},
+        flags=form.flags,
+        warnings=[warning] if warning else [],
+        prev_url=_neighbour(version, index - 1) if only is None else None,
+        next_url=_neighbour(version, index + 1) if only is None else None,
+        title=f"{key} · {version.ref}",
+        crumbs=[
+            Link("datasets", urls.home()),
+            Link(name, urls.dataset(name)),
+            Link(version.short_id, urls.version(name, version)),
+            Link(key, urls.sample(name, version, key)),
+        ],
+        blocks=blocks,
+        flag_form=form,
+        highlight=highlight,
+    )

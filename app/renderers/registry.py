@@ -1,0 +1,133 @@
+"""The renderer registry: field kind → a function that turns a value into a view model a partial lays out.
+
+Renderers live in modules of this package and register themselves::
+
+    @register("text")
+    def text_field(value, ctx): return TextView(...)
+
+    @register("text", cell=True)      # the short form shown in a row listing
+    def text_cell(value, ctx): return CellView(...)
+
+A view model is a dataclass whose ``partial`` names the template under
+``templates/_partials/`` that lays it out. A renderer that raises never breaks
+a page: the field shows an inline error naming where the value came from.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import pkgutil
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Callable, ClassVar, Mapping
+
+if TYPE_CHECKING:
+    from tokenizers import Tokenizer
+
+log = logging.getLogger("batchscope.app")
+
+
+@dataclass
+class FieldContext:
+    """Everything a renderer may look at besides the value itself."""
+
+    column: str
+    kind: str
+    record: Mapping[str, Any]
+    kinds: Mapping[str, str]
+    tokenizer: "Tokenizer | None" = None
+    #: Text to highlight (a search query).
+    highlight: str | None = None
+    #: Render everything: no collapsing, no deferred fragments (the field was asked for on its own).
+    full: bool = False
+    #: URL that renders this field alone and in full (an htmx fragment); ``None`` when there is none.
+    fragment_url: str | None = None
+    #: URL of the value's stored bytes (binary, image and video fields of a dataset sample).
+    media_url: str | None = None
+    collapse_chars: int = 2000
+    token_threshold: int = 1024
+    #: Where the value came from, for error messages: ``dataset d version v shard s row r``.
+    where: str = ""
+
+
+@dataclass
+class View:
+    """Base of every view model."""
+
+    partial: ClassVar[str] = "_partials/_fallback.html"
+    #: Display toggles the field header offers: ``"ws"`` (whitespace), ``"ids"`` (raw token ids).
+    toggles: ClassVar[tuple[str, ...]] = ()
+
+
+@dataclass
+class CellView(View):
+    """The short form of a value in a row listing."""
+
+    partial: ClassVar[str] = "_partials/_cell.html"
+    text: str = ""
+    title: str = ""
+
+
+@dataclass
+class ErrorView(View):
+    """A value that could not be rendered: the message says where and why."""
+
+    partial: ClassVar[str] = "_partials/_field_error.html"
+    message: str = ""
+
+
+Renderer = Callable[[Any, FieldContext], View]
+_RENDERERS: dict[str, Renderer] = {}
+_CELLS: dict[str, Renderer] = {}
+_LOADED = False
+
+
+def register(kind: str, *, cell: bool = False) -> Callable[[Renderer], Renderer]:
+    """Register the renderer (or, with ``cell=True``, the listing cell) of a field kind."""
+
+    def decorate(function: Renderer) -> Renderer:
+        (_CELLS if cell else _RENDERERS)[kind] = function
+        return function
+
+    return decorate
+
+
+def load_renderers() -> None:
+    """Import every module of this package once, so their ``@register`` calls run."""
+    global _LOADED
+    if _LOADED:
+        return
+    package = importlib.import_module(__package__ or "app.renderers")
+    for module in pkgutil.iter_modules(package.__path__):
+        if module.name != "registry":
+            importlib.import_module(f"{package.__name__}.{module.name}")
+    _LOADED = True
+
+
+def kinds_with_renderers() -> list[str]:
+    """The kinds that have a renderer of their own (others use the fallback)."""
+    load_renderers()
+    return sorted(_RENDERERS)
+
+
+def _safe(table: dict[str, Renderer], value: Any, ctx: FieldContext) -> View:
+    load_renderers()
+    kind = "null" if value is None else ctx.kind
+    function = table.get(kind) or table.get("*")
+    if function is None:
+        return ErrorView(message=f"no renderer for kind {ctx.kind!r}")
+    try:
+        return function(value, ctx)
+    except Exception as exc:  # hostile data must never break the page
+        log.warning("cannot render %s field %s: %s", ctx.where, ctx.column, exc)
+        return ErrorView(message=f"{ctx.where} field {ctx.column!r} cannot be shown as {ctx.kind}: {type(exc).__name__}: {exc}")
+
+
+def render_field(value: Any, ctx: FieldContext) -> View:
+    """The full view of one field value."""
+    return _safe(_RENDERERS, value, ctx)
+
+
+def render_cell(value: Any, ctx: FieldContext) -> View:
+    """The listing cell of one field value."""
+    return _safe(_CELLS, value, ctx)

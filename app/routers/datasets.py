@@ -1,0 +1,97 @@
+"""Routes of datasets, versions and sample permalinks; a tag or id prefix in the URL redirects to the full version id."""
+
+from __future__ import annotations
+
+from typing import Annotated, Callable
+
+from fastapi import APIRouter, Query, Request
+from fastapi.responses import RedirectResponse, Response
+
+from loaders import Catalog, DatasetVersion
+from loaders.catalog import check_name
+
+from .. import urls
+from ..deps import CatalogDep, FlagsDep, SettingsDep
+from ..pages.datasets import dataset_page, version_page
+from ..pages.sample import sample_page
+from ..responses import VARY, respond
+from ..routing import canonical, page
+
+router = APIRouter(tags=["datasets"])
+
+Cursor = Annotated[int | None, Query(ge=0, description="Record index: list from here (start) or up to here (end).")]
+
+
+def resolve(
+    request: Request, catalog: Catalog, name: str, ref: str, build: Callable[[DatasetVersion], str]
+) -> DatasetVersion | RedirectResponse:
+    """The version ``ref`` names, or a redirect to the same URL with the full version id."""
+    check_name("dataset", name)
+    version = catalog.resolve(f"{name}@{ref}")
+    if ref != version.id:
+        return RedirectResponse(canonical(request, build(version).split("?")[0]), status_code=307, headers=VARY)
+    return version
+
+
+@page(router, "/datasets/{name}", summary="A dataset: versions and tags")
+def dataset(request: Request, name: str, catalog: CatalogDep) -> Response:
+    return respond(request, dataset_page(catalog, name), template="dataset.html")
+
+
+@page(router, "/datasets/{name}/versions/{version}", summary="A version: schema, stats, rows by cursor, search")
+def version(
+    request: Request,
+    name: str,
+    version: str,
+    catalog: CatalogDep,
+    settings: SettingsDep,
+    start: Cursor = None,
+    end: Cursor = None,
+    q: Annotated[str | None, Query(max_length=1000, description="Text to search for (case-insensitive).")] = None,
+    column: Annotated[str | None, Query(max_length=1000, description="Text column to search.")] = None,
+) -> Response:
+    found = resolve(request, catalog, name, version, lambda v: urls.version(name, v))
+    if isinstance(found, Response):
+        return found
+    data = version_page(
+        catalog,
+        found,
+        start=start,
+        end=end,
+        q=q or None,
+        column=column or None,
+        page_size=settings.page_size,
+        search_seconds=settings.search_seconds,
+    )
+    return respond(request, data, template="version.html", block="rows")
+
+
+@page(router, "/datasets/{name}/versions/{version}/samples/{key:path}", summary="One sample: every field by kind")
+def sample(
+    request: Request,
+    name: str,
+    version: str,
+    key: str,
+    catalog: CatalogDep,
+    flags: FlagsDep,
+    settings: SettingsDep,
+    field: Annotated[str | None, Query(max_length=1000, description="Render only this field, in full.")] = None,
+    q: Annotated[str | None, Query(max_length=1000, description="Text to highlight.")] = None,
+    key_param: Annotated[str | None, Query(alias="key", description="The key, for keys that cannot be a path segment.")] = None,
+) -> Response:
+    if key == "" and key_param is not None:
+        key = key_param
+    found = resolve(request, catalog, name, version, lambda v: urls.sample(name, v, key))
+    if isinstance(found, Response):
+        return found
+    data = sample_page(
+        catalog,
+        flags,
+        found,
+        key,
+        only=field,
+        highlight=q or None,
+        collapse_chars=settings.text_collapse_chars,
+        token_threshold=settings.token_fragment_threshold,
+    )
+    return respond(request, data, template="sample.html", block="fields")

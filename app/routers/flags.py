@@ -1,0 +1,143 @@
+"""Routes of flags: the list and one flag (pages + JSON), flagging from a form (htmx) or JSON, and exports."""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated, Iterator
+
+from fastapi import APIRouter, Form, Query, Request
+from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response, StreamingResponse
+from pydantic import BaseModel, Field
+
+from loaders import Catalog
+from loaders.catalog import check_name
+from loaders.errors import BatchscopeError
+from loaders.exclude import write_key_file
+
+from .. import urls
+from ..deps import CatalogDep, FlagsDep
+from ..errors import ERROR_RESPONSES
+from ..flags import Flag, FlagFilter, FlagStore
+from ..jsonable import jsonable
+from ..pages.flags import flag_page, flags_page
+from ..pages.sample import FlagForm, flag_form
+from ..responses import VARY, respond, wants_fragment
+from ..routing import page
+
+router = APIRouter(tags=["flags"], responses=ERROR_RESPONSES)
+
+Name = Annotated[str | None, Query(max_length=128, description="Only flags of this dataset.")]
+Tag = Annotated[str | None, Query(max_length=64, description="Only flags with this tag.")]
+
+
+class FlagIn(BaseModel):
+    """A flag to store: which sample, why, and optionally where in a run it was seen."""
+
+    dataset: str = Field(max_length=128)
+    version: str = Field(max_length=64, description="Version id, id prefix or tag (stored as the full id).")
+    key: str = Field(max_length=100_000)
+    note: str = Field(default="", max_length=10_000)
+    tags: list[str] | str = Field(default_factory=list)
+    run: str | None = Field(default=None, max_length=128)
+    step: int | None = Field(default=None, ge=0)
+    rank: int | None = Field(default=None, ge=0)
+    index: int | None = Field(default=None, ge=0)
+
+
+def _store(catalog: Catalog, store: FlagStore, flag: FlagIn) -> tuple[Flag, object]:
+    """Check the sample exists (and the version resolves to its full id), then store the flag."""
+    check_name("dataset", flag.dataset)
+    if flag.run is not None:
+        check_name("run", flag.run)
+    version = catalog.resolve(f"{flag.dataset}@{flag.version}")
+    version.find(flag.key)
+    stored = store.add(
+        dataset=version.name,
+        version=version.id,
+        key=flag.key,
+        note=flag.note,
+        tags=flag.tags,
+        run=flag.run,
+        step=flag.step,
+        rank=flag.rank,
+        index=flag.index,
+    )
+    return stored, version
+
+
+@page(router, "/flags", summary="Flags, newest first, filterable by dataset and tag")
+def flags_list(
+    request: Request,
+    store: FlagsDep,
+    dataset: Name = None,
+    tag: Tag = None,
+    before: Annotated[int | None, Query(ge=0, description="Flag id cursor: flags older than this.")] = None,
+) -> Response:
+    return respond(request, flags_page(store, dataset=dataset or None, tag=tag or None, before=before), template="flags.html", block="flags")
+
+
+@router.get("/flags.jsonl", summary="Flags as JSON lines", tags=["flags"])
+def flags_jsonl(store: FlagsDep, dataset: Name = None, tag: Tag = None) -> Response:
+    def lines() -> Iterator[bytes]:
+        for flag in store.iter_all(FlagFilter(dataset=dataset or None, tag=tag or None)):
+            yield (json.dumps(jsonable(flag), ensure_ascii=False) + "\n").encode()
+
+    return StreamingResponse(lines(), media_type="application/x-ndjson; charset=utf-8")
+
+
+@router.get("/flags/keys.txt", summary="Flagged keys, one a line, for `batchscope register --exclude`", tags=["flags"])
+def flags_keys(
+    store: FlagsDep,
+    dataset: Name = None,
+    tag: Tag = None,
+    version: Annotated[str | None, Query(max_length=64, description="Only flags of this version id.")] = None,
+) -> Response:
+    keys = store.keys(FlagFilter(dataset=dataset or None, tag=tag or None, version=version or None))
+    return Response(write_key_file(keys), media_type="text/plain; charset=utf-8")
+
+
+@page(router, "/flags/{flag_id}", summary="One flag")
+def flag(request: Request, flag_id: int, store: FlagsDep) -> Response:
+    return respond(request, flag_page(store, flag_id), template="flag.html")
+
+
+@router.post("/flags", include_in_schema=False, response_class=HTMLResponse)
+def flag_from_form(
+    request: Request,
+    catalog: CatalogDep,
+    store: FlagsDep,
+    dataset: Annotated[str, Form(max_length=128)],
+    version: Annotated[str, Form(max_length=64)],
+    key: Annotated[str, Form(max_length=100_000)],
+    note: Annotated[str, Form(max_length=10_000)] = "",
+    tags: Annotated[str, Form(max_length=2_000)] = "",
+    run: Annotated[str | None, Form(max_length=128)] = None,
+    step: Annotated[int | None, Form(ge=0)] = None,
+    rank: Annotated[int | None, Form(ge=0)] = None,
+    index: Annotated[int | None, Form(ge=0)] = None,
+) -> Response:
+    """Flag a sample from its page: htmx swaps in the updated form (with the error, if any), a plain POST redirects to the flag."""
+    context = {"run": run, "step": step, "rank": rank, "index": index}
+    try:
+        stored, version_ = _store(catalog, store, FlagIn(dataset=dataset, version=version, key=key, note=note, tags=tags, **context))
+    except BatchscopeError as exc:
+        if not wants_fragment(request):
+            raise
+        form = FlagForm(action=urls.flags(), dataset=dataset, version=version, key=key, error=exc.message, **context)
+        return _form_response(request, form, exc.status)
+    if not wants_fragment(request):
+        return RedirectResponse(stored.url, status_code=303, headers=VARY)
+    form = flag_form(store, version_, key, **context)
+    form.message = f"flagged as #{stored.id}"
+    return _form_response(request, form, 200)
+
+
+def _form_response(request: Request, form: FlagForm, status: int) -> HTMLResponse:
+    html = request.app.state.templates.render("_partials/_flag_form.html", {"form": form, "request": request})
+    return HTMLResponse(html, status_code=status, headers=VARY)
+
+
+@router.post("/api/flags", status_code=201, summary="Flag a sample", tags=["flags"])
+def flag_from_json(flag: FlagIn, catalog: CatalogDep, store: FlagsDep) -> JSONResponse:
+    stored, _ = _store(catalog, store, flag)
+    return JSONResponse(jsonable(stored), status_code=201, headers={**VARY, "Location": stored.url})

@@ -1,0 +1,104 @@
+"""Security headers on every response (strict CSP, nosniff) and the optional access token."""
+
+from __future__ import annotations
+
+import hmac
+from http.cookies import SimpleCookie
+from typing import Any
+from urllib.parse import quote, unquote
+
+from starlette.datastructures import MutableHeaders
+from starlette.requests import Request
+from starlette.responses import RedirectResponse
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from . import urls
+
+COOKIE = "batchscope_token"
+CSP = (
+    "default-src 'self'; img-src 'self' data: blob:; media-src 'self' blob:; style-src 'self'; script-src 'self'; "
+    "object-src 'none'; base-uri 'none'; frame-ancestors 'none'; form-action 'self'"
+)
+HEADERS = {
+    "Content-Security-Policy": CSP,
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "same-origin",
+    "X-Frame-Options": "DENY",
+}
+#: Paths that never need the token: static files and the login page itself.
+PUBLIC_PREFIXES = ("/static/", "/login", "/favicon.ico")
+
+
+def token_matches(expected: str, scope: Scope) -> bool:
+    """True when the request carries ``expected`` as a Bearer header or in the login cookie."""
+    headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
+    given = ""
+    authorization = headers.get("authorization", "")
+    if authorization.lower().startswith("bearer "):
+        given = authorization[7:].strip()
+    elif "cookie" in headers:
+        cookie: SimpleCookie = SimpleCookie()
+        try:
+            cookie.load(headers["cookie"])
+        except Exception:
+            return False
+        if COOKIE in cookie:
+            given = unquote(cookie[COOKIE].value)
+    return bool(given) and hmac.compare_digest(given.encode(), expected.encode())
+
+
+def safe_next(target: str | None) -> str:
+    """A local path to return to after logging in (never another site).
+
+    >>> safe_next("//evil.example"), safe_next("/flags?tag=x")
+    ('/', '/flags?tag=x')
+    """
+    if not target or not target.startswith("/") or target.startswith("//") or "\\" in target:
+        return "/"
+    return target
+
+
+class SecurityMiddleware:
+    """Adds the security headers and, when a token is set, turns away requests without it."""
+
+    def __init__(self, app: ASGIApp, *, token: str | None) -> None:
+        self.app = app
+        self.token = token or None
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        path: str = scope["path"]
+        if self.token and not path.startswith(PUBLIC_PREFIXES) and not token_matches(self.token, scope):
+            await self._refuse(scope, receive, send)
+            return
+
+        async def send_with_headers(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                headers = MutableHeaders(scope=message)
+                for name, value in HEADERS.items():
+                    if name not in headers:
+                        headers[name] = value
+            await send(message)
+
+        await self.app(scope, receive, send_with_headers)
+
+    async def _refuse(self, scope: Scope, receive: Receive, send: Send) -> None:
+        from .errors import error_response
+
+        request = Request(scope, receive)
+        if request.method == "GET" and not urls.is_api(request.url.path) and "HX-Request" not in request.headers:
+            target = request.url.path + (f"?{request.url.query}" if request.url.query else "")
+            response: Any = RedirectResponse(urls.login(target), status_code=303)
+        else:
+            response = error_response(request, "this inspector needs an access token (Authorization: Bearer, or log in at /login)", 401)
+            response.headers["WWW-Authenticate"] = 'Bearer realm="batchscope"'
+        for name, value in HEADERS.items():
+            response.headers[name] = value
+        await response(scope, receive, send)
+
+
+def login_cookie(token: str, *, secure: bool) -> dict[str, Any]:
+    """Arguments for ``Response.set_cookie`` holding the token."""
+    return {"key": COOKIE, "value": quote(token, safe=""), "httponly": True, "samesite": "strict", "secure": secure, "path": "/"}

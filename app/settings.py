@@ -1,0 +1,144 @@
+"""Inspector settings: one frozen dataclass, each field with a default and a line of help, read from ``BATCHSCOPE_*``."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import types
+import typing
+from dataclasses import dataclass, field
+from typing import Any, Iterator, Optional
+
+from loaders.catalog import DEFAULT_ROOT
+from loaders.errors import BatchscopeError
+
+ENV_PREFIX = "BATCHSCOPE_"
+
+
+class InvalidSetting(BatchscopeError):
+    """A setting (or its environment variable) has a value outside its allowed range."""
+
+    status = 422
+
+
+def _setting(default: Any, help: str) -> Any:
+    return field(default=default, metadata={"help": help})
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Everything the inspector can be configured with.
+
+    >>> Settings(root="/tmp/catalog").port
+    8000
+    >>> Settings.from_env(port=9000).port
+    9000
+    """
+
+    root: str = _setting(DEFAULT_ROOT, "Catalog root: a local directory or a pyarrow filesystem URI such as s3://bucket/prefix.")
+    host: str = _setting("127.0.0.1", "Interface to bind; 127.0.0.1 keeps the inspector on this machine.")
+    port: int = _setting(8000, "TCP port to listen on.")
+    token: Optional[str] = _setting(
+        None, "Access token; when set every page but static files needs it (Bearer header, or the cookie the login page sets)."
+    )
+    page_size: int = _setting(50, "Rows per page of a dataset listing and of search results.")
+    search_seconds: float = _setting(2.0, "Time budget of one search page; a page that runs out links to where the scan stopped.")
+    text_collapse_chars: int = _setting(2000, "Text longer than this many characters is collapsed, with a link to expand it.")
+    token_fragment_threshold: int = _setting(
+        1024, "Token sequences longer than this load as a fragment when scrolled into view instead of with the page."
+    )
+    row_group_cache_bytes: int = _setting(1 << 30, "Byte budget of the process-wide cache of decoded, verified row groups.")
+    media_cache_bytes: int = _setting(256 << 20, "Byte budget of the in-process cache of made thumbnails and decoded video frames.")
+    diff_similarity: float = _setting(
+        0.8, "Similarity (0-1) above which a removed and an added keyless row count as one edited row in a version diff."
+    )
+    flags_path: str = _setting("", "SQLite file holding flags; empty means inspector.sqlite in the catalog root.")
+
+    def __post_init__(self) -> None:
+        checks = {
+            "port": 0 <= self.port <= 65535,
+            "page_size": 1 <= self.page_size <= 10_000,
+            "search_seconds": self.search_seconds >= 0,
+            "text_collapse_chars": self.text_collapse_chars >= 1,
+            "token_fragment_threshold": self.token_fragment_threshold >= 1,
+            "row_group_cache_bytes": self.row_group_cache_bytes >= 0,
+            "media_cache_bytes": self.media_cache_bytes >= 0,
+            "diff_similarity": 0.0 <= self.diff_similarity <= 1.0,
+        }
+        for name, ok in checks.items():
+            if not ok:
+                raise InvalidSetting(
+                    f"setting {name} ({env_name(name)}) = {getattr(self, name)!r} is out of range: {_RANGES[name]}"
+                )
+        if not self.root:
+            raise InvalidSetting(f"setting root ({env_name('root')}) must not be empty")
+
+    @classmethod
+    def from_env(cls, environ: typing.Mapping[str, str] | None = None, **overrides: Any) -> "Settings":
+        """Defaults, then ``BATCHSCOPE_<NAME>`` environment variables, then ``overrides`` (``None`` values ignored)."""
+        env = os.environ if environ is None else environ
+        values: dict[str, Any] = {}
+        for spec in specs():
+            raw = env.get(spec.env)
+            if raw is not None and raw != "":
+                values[spec.name] = spec.parse(raw)
+        unknown = set(overrides) - {s.name for s in specs()}
+        if unknown:
+            raise InvalidSetting(f"unknown setting(s) {', '.join(sorted(unknown))}; known: {', '.join(s.name for s in specs())}")
+        values.update({k: v for k, v in overrides.items() if v is not None})
+        return cls(**values)
+
+    @property
+    def url(self) -> str:
+        """The address the server answers on."""
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"http://{host}:{self.port}"
+
+
+_RANGES = {
+    "port": "0-65535",
+    "page_size": "1-10000",
+    "search_seconds": ">= 0",
+    "text_collapse_chars": ">= 1",
+    "token_fragment_threshold": ">= 1",
+    "row_group_cache_bytes": ">= 0",
+    "media_cache_bytes": ">= 0",
+    "diff_similarity": "0.0-1.0",
+}
+
+
+def env_name(name: str) -> str:
+    """The environment variable of a setting: ``page_size`` → ``BATCHSCOPE_PAGE_SIZE``."""
+    return ENV_PREFIX + name.upper()
+
+
+@dataclass(frozen=True)
+class SettingSpec:
+    """One setting as documented: name, environment variable, type, default and help."""
+
+    name: str
+    env: str
+    type: type
+    default: Any
+    help: str
+
+    def parse(self, raw: str) -> Any:
+        """Parse an environment value, naming the variable when it is not of the setting's type."""
+        try:
+            return self.type(raw)
+        except ValueError:
+            raise InvalidSetting(f"{self.env}={raw!r} is not a valid {self.type.__name__}") from None
+
+
+def _base_type(annotation: Any) -> type:
+    if typing.get_origin(annotation) in (typing.Union, types.UnionType):
+        args = [a for a in typing.get_args(annotation) if a is not type(None)]
+        annotation = args[0]
+    return annotation
+
+
+def specs() -> Iterator[SettingSpec]:
+    """Every setting, in declaration order (drives ``--help``, the docs and the docs test)."""
+    hints = typing.get_type_hints(Settings)
+    for f in dataclasses.fields(Settings):
+        yield SettingSpec(f.name, env_name(f.name), _base_type(hints[f.name]), f.default, f.metadata["help"])

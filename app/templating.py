@@ -1,0 +1,94 @@
+"""The Jinja2 environment: autoescaping everywhere, the filters templates may use, whole pages and single blocks."""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+from typing import Any, Mapping
+
+import jinja2
+
+from . import urls
+
+REPO = Path(__file__).resolve().parent.parent
+TEMPLATES_DIR = REPO / "templates"
+STATIC_DIR = REPO / "static"
+
+_UNITS = ("B", "KB", "MB", "GB", "TB", "PB")
+
+
+def human_bytes(n: int | float | None) -> str:
+    """``1536`` → ``'1.5 KB'`` (powers of 1024).
+
+    >>> human_bytes(1536)
+    '1.5 KB'
+    """
+    if n is None:
+        return ""
+    value = float(n)
+    for unit in _UNITS:
+        if abs(value) < 1024 or unit == _UNITS[-1]:
+            return f"{int(value)} {unit}" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1024
+    raise AssertionError("unreachable")
+
+
+def count(n: int | None, noun: str | None = None, plural: str | None = None) -> str:
+    """Thousands separators, and the noun in the right number.
+
+    >>> count(1234, "row")
+    '1,234 rows'
+    >>> count(1, "row")
+    '1 row'
+    """
+    if n is None:
+        return ""
+    text = f"{n:,}"
+    if noun is None:
+        return text
+    return f"{text} {noun if n == 1 else (plural or noun + 's')}"
+
+
+def short_id(value: str | None, length: int = 12) -> str:
+    """The first characters of a version id or digest."""
+    return "" if value is None else str(value)[:length]
+
+
+FILTERS = {"bytes": human_bytes, "count": count, "short_id": short_id}
+
+
+def _revision(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()[:10] if path.is_file() else "0"
+
+
+class Templates:
+    """Renders page templates and their named blocks (a fragment is a block of its page's template)."""
+
+    def __init__(self, directory: Path = TEMPLATES_DIR, static_dir: Path = STATIC_DIR) -> None:
+        self.env = jinja2.Environment(
+            loader=jinja2.FileSystemLoader(str(directory)),
+            autoescape=True,  # every template, .html or not: dataset text is data, never markup
+            undefined=jinja2.StrictUndefined,
+            trim_blocks=True,
+            lstrip_blocks=True,
+        )
+        self.env.filters.update(FILTERS)
+        revisions: dict[str, str] = {}
+
+        def static_url(path: str) -> str:
+            if path not in revisions:
+                revisions[path] = _revision(static_dir / path)
+            return urls.static(path, revisions[path])
+
+        self.env.globals.update(urls=urls, static_url=static_url)
+
+    def render(self, name: str, context: Mapping[str, Any]) -> str:
+        """The whole page."""
+        return self.env.get_template(name).render(context)
+
+    def render_block(self, name: str, block: str, context: Mapping[str, Any]) -> str:
+        """One named block of a page template, rendered with the page's context."""
+        template = self.env.get_template(name)
+        if block not in template.blocks:
+            raise KeyError(f"template {name} has no block {block!r} (blocks: {', '.join(template.blocks)})")
+        return "".join(template.blocks[block](template.new_context(dict(context))))
