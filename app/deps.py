@@ -10,6 +10,7 @@ from loaders import Catalog
 from loaders.cache import ByteLRU
 
 from .flags import FlagStore
+from .run_cache import RunCache
 from .settings import Settings
 
 
@@ -25,6 +26,10 @@ def get_flags(request: Request) -> FlagStore:
     return request.app.state.flags
 
 
+def get_runs(request: Request) -> RunCache:
+    return request.app.state.runs
+
+
 def get_media_cache(request: Request) -> ByteLRU[Any]:
     return request.app.state.media_cache
 
@@ -33,3 +38,4 @@ SettingsDep = Annotated[Settings, Depends(get_settings)]
 CatalogDep = Annotated[Catalog, Depends(get_catalog)]
 FlagsDep = Annotated[FlagStore, Depends(get_flags)]
 MediaCacheDep = Annotated[ByteLRU[Any], Depends(get_media_cache)]
+RunsDep = Annotated[RunCache, Depends(get_runs)]

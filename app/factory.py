@@ -22,6 +22,7 @@ from loaders.version import row_group_cache
 
 from . import errors, urls
 from .flags import FlagStore
+from .run_cache import RunCache
 from .security import SecurityMiddleware
 from .settings import Settings
 from .templating import STATIC_DIR, Templates
@@ -61,6 +62,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.flags = FlagStore.for_catalog(settings.root, settings.flags_path)
     app.state.templates = Templates()
     app.state.media_cache = ByteLRU(budget=settings.media_cache_bytes, size_of=_size_of)
+    app.state.runs = RunCache()
     row_group_cache().budget = settings.row_group_cache_bytes  # the cache is process-wide; the setting sizes it
     errors.install(app)
     app.add_middleware(SecurityMiddleware, token=settings.token)

@@ -75,6 +75,22 @@ def rank(run_: str, step_: int, rank_: int) -> str:
     return f"{step(run_, step_)}/ranks/{int(rank_)}"
 
 
+def rank_sample(run_: str, step_: int, rank_: int, position: int) -> str:
+    """Base of one sample of a step/rank page: ``.../ranks/{rank}/samples/{position}``."""
+    return f"{rank(run_, step_, rank_)}/samples/{int(position)}"
+
+
+def input_view(run_: str, step_: int, rank_: int, position: int, name: str) -> str:
+    """One model input of a step/rank sample rendered alone and in full (an htmx fragment)."""
+    return f"{rank_sample(run_, step_, rank_, position)}/view/{_q(name)}"
+
+
+def input_media(run_: str, step_: int, rank_: int, position: int, name: str, index: int | None = None) -> str:
+    """Pixels of a model input (a crop, or frame ``index`` of sampled frames) of a step/rank sample."""
+    base = f"{rank_sample(run_, step_, rank_, position)}/inputs/{_q(name)}"
+    return base if index is None else f"{base}/{int(index)}"
+
+
 def sample_id(i: int) -> str:
     """The element id of the ``i``-th sample on a page."""
     return f"sample-{int(i)}"

@@ -472,6 +472,45 @@ class Run:
         ]
         return Verification("mismatch", step, rank, world_size, batch.digest, entry.digest, differing or batch.indices)
 
+    def against(self, other: str) -> "Run":
+        """This run's plan re-resolved with one source swapped: ``name@version-or-tag``, or another run's versions.
+
+        The result is an unsaved run with the same steps, so ``batch(step, rank)``
+        shows what this run would have read at that step had the source been
+        that version (useful before swapping a version into a running job).
+        """
+        swaps: dict[str, str] = {}
+        if "@" in other:
+            version = self.catalog.resolve(other)
+            swaps[version.name] = version.id
+        else:
+            other_run = self.catalog.run(other)
+            swaps = {s.dataset: s.version for s in other_run.sources}
+        if not any(s.dataset in swaps for s in self.sources):
+            datasets = ", ".join(s.dataset for s in self.sources)
+            raise InvalidPlan(f"{other!r} names no dataset of run {self.name} (its sources read: {datasets})")
+        sources = []
+        for source, plan_source in zip(self.sources, self.plan.sources):
+            if source.dataset not in swaps or swaps[source.dataset] == source.version:
+                sources.append(source.to_json())
+                continue
+            version = self.catalog.resolve(f"{source.dataset}@{swaps[source.dataset]}")
+            weight = source.weight if plan_source.weight is not None else float(version.rows)
+            chunk = self.plan.shuffle.chunk_size or _median_row_group(version) * self.plan.shuffle.chunk_row_groups
+            sources.append(
+                ResolvedSource(source.ref, version.name, version.id, version.rows, weight, max(1, min(chunk, version.rows))).to_json()
+            )
+        resolved = {
+            **self.manifest["resolved"],
+            "sources": sources,
+            "counts": apportion([s["weight"] for s in sources], self.plan.mixture_block),
+        }
+        manifest = {**self.manifest, "name": f"{self.name}~{other}", "resolved": resolved}
+        manifest["fingerprint"] = hashlib.sha256(
+            json.dumps({"plan": manifest["plan"], "resolved": resolved}, sort_keys=True).encode()
+        ).hexdigest()[:32]
+        return Run(self.catalog, manifest)
+
     def reader(self, rank: int = 0, world_size: int = 1, **options: Any) -> "Reader":
         """The production iterator for one rank (see :class:`loaders.reader.Reader`)."""
         from .reader import Reader

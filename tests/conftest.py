@@ -111,3 +111,56 @@ def build_inspector_catalog(root: Path) -> Catalog:
 def inspector_catalog(tmp_path_factory: pytest.TempPathFactory) -> Catalog:
     """The shared small catalog; tests must not change it (flags go to a per-test database)."""
     return build_inspector_catalog(tmp_path_factory.mktemp("inspector"))
+
+
+def build_runs_catalog(root: Path) -> Catalog:
+    """Runs over real data: ``pretrain`` (packed, trained on 2 ranks then resumed on 1, losses logged) and ``plain`` (no ledger)."""
+    import numpy as np
+
+    from loaders import Pack, ReadPlan, Source, Tokenize
+    from loaders.demo.bigram import OnlineBigram
+
+    catalog = Catalog(root / "catalog")
+    words = ["alpha", "beta", "gamma", "delta", "<|endoftext|>"] + [f"w{i}" for i in range(40)]
+    catalog.put_tokenizer("words", word_tokenizer(words))
+    docs = pa.table(
+        {
+            "id": [f"doc-{i}" for i in range(40)],
+            "text": [" ".join(["alpha", "beta", "gamma", "delta"][i % 4] + f" w{(i * j) % 40}" for j in range(2 + i % 5)) for i in range(40)],
+        }
+    )
+    catalog.register("docs", write_parquet(docs, root / "src" / "docs", shards=2), key="id", tag="v1", tokenizer="words")
+    catalog.register("docs", write_parquet(docs.slice(3), root / "src" / "docs-v2", shards=2), key="id", tag="v2", tokenizer="words")
+    pretrain = catalog.create_run(
+        "pretrain",
+        ReadPlan([Source("docs@v1", transforms=[Tokenize("text")])], seed=7, global_batch_size=4, steps=12, streams=2,
+                 transforms=[Pack(seq_len=24, docs_per_block=6)]),
+    )
+    model = OnlineBigram(catalog.tokenizer("words").get_vocab_size())
+
+    def train(world_size: int, steps: range, state: dict | None) -> dict:
+        readers = [pretrain.reader(r, world_size, start_step=steps.start, end_step=steps.stop, flush_seconds=0) for r in range(world_size)]
+        for reader in readers:
+            if state:
+                reader.load_state_dict(state)
+        for batches in zip(*readers):
+            for reader, batch in zip(readers, batches):
+                loss, per_sample = model.step(
+                    np.array([s.inputs["input_ids"] for s in batch.samples]), np.array([s.inputs["loss_mask"] for s in batch.samples])
+                )
+                reader.log(batch.step, loss=loss, sample_loss=per_sample)
+        saved = readers[0].state_dict()
+        for reader in readers:
+            reader.close()
+        return saved
+
+    state = train(2, range(0, 6), None)
+    train(1, range(6, 12), state)
+    catalog.create_run("plain", ReadPlan([Source("docs@v1")], seed=1, global_batch_size=4, steps=6, streams=4))
+    return catalog
+
+
+@pytest.fixture(scope="session")
+def runs_catalog(tmp_path_factory: pytest.TempPathFactory) -> Catalog:
+    """A catalog with trained runs (see :func:`build_runs_catalog`); tests must not change it."""
+    return build_runs_catalog(tmp_path_factory.mktemp("runs"))

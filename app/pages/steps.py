@@ -1,0 +1,394 @@
+"""Page data of a step (every rank's share) and of a step/rank (exactly what that rank consumed)."""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from loaders import Batch, Catalog, Run, Sample
+from loaders.errors import RankOutOfRange, SampleNotFound
+
+from .. import urls
+from ..flags import FlagStore
+from ..jsonable import html_only
+from ..renderers.inputs import InputBlock, InputPlace, input_blocks
+from ..renderers.registry import View
+from ..run_cache import RunCache
+from .batch_views import batch_views
+from .common import Link
+from .sample import FieldBlock, FlagForm, flag_form, render_fields
+
+
+@dataclass
+class Verdict:
+    """The ledger compared with the recomputation: ``verified`` is True, False or None (no ledger)."""
+
+    status: str
+    verified: bool | None
+    ledger_digest: str | None
+    differing: list[int]
+    label: str
+
+
+def verdict(run: Run, batch: Batch) -> Verdict:
+    entry = run.ledger.entry(batch.step, batch.rank, batch.world_size)
+    if entry is None:
+        return Verdict("no-ledger", None, None, [], "no ledger")
+    if entry.digest == batch.digest:
+        return Verdict("verified", True, entry.digest, [], "✓ verified")
+    differing = [
+        s.index
+        for i, s in enumerate(batch.samples)
+        if i >= len(entry.samples) or entry.samples[i] != s.digest or entry.indices[i] != s.index
+    ] or batch.indices
+    return Verdict("mismatch", False, entry.digest, differing, f"✗ {len(differing)} sample(s) differ from the ledger")
+
+
+def _tokens(sample: Sample) -> tuple[int, int]:
+    ids = sample.inputs.get("input_ids")
+    if ids is None:
+        return 0, 0
+    mask = sample.inputs.get("loss_mask")
+    return len(ids), int(sum(mask)) if mask is not None else len(ids)
+
+
+# -- the step page ------------------------------------------------------------------------------
+@dataclass
+class RankShare:
+    rank: int
+    url: str
+    samples: int
+    sources: dict[str, int]
+    tokens: int
+    trained_tokens: int
+    loss: float | None
+    digest: str
+    verified: bool | None
+    verification: str
+
+
+@dataclass
+class StepPage:
+    run: str
+    step: int
+    world_size: int
+    ranks: list[RankShare]
+    run_url: str
+    prev_url: str | None
+    next_url: str | None
+    title: str = html_only("")
+    crumbs: list[Link] = html_only(default_factory=list)
+
+
+def step_page(catalog: Catalog, runs: RunCache, name: str, step: int) -> StepPage:
+    run = runs.run(catalog, name)
+    run.check_step(step)
+    world_size = run.world_size_at(step)
+    shares = []
+    for rank in range(world_size):
+        batch = runs.batch(run, step, rank)
+        tokens = [_tokens(s) for s in batch.samples]
+        loss = run.ledger.metrics(step, rank, world_size).get("loss")
+        check = verdict(run, batch)
+        shares.append(
+            RankShare(
+                rank=rank,
+                url=urls.rank(run.name, step, rank),
+                samples=len(batch),
+                sources=dict(Counter(d.source_name for s in batch.samples for d in s.documents)),
+                tokens=sum(t for t, _ in tokens),
+                trained_tokens=sum(t for _, t in tokens),
+                loss=loss if isinstance(loss, (int, float)) else None,
+                digest=batch.digest,
+                verified=check.verified,
+                verification=check.label,
+            )
+        )
+    return StepPage(
+        run=run.name,
+        step=step,
+        world_size=world_size,
+        ranks=shares,
+        run_url=urls.run(run.name),
+        prev_url=urls.step(run.name, step - 1) if step > 0 else None,
+        next_url=urls.step(run.name, step + 1) if step + 1 < run.total_steps else None,
+        title=f"{run.name} · step {step}",
+        crumbs=[Link("runs", urls.home()), Link(run.name, urls.run(run.name)), Link(f"step {step}", urls.step(run.name, step))],
+    )
+
+
+# -- the step/rank page -------------------------------------------------------------------------
+@dataclass
+class DocumentEntry:
+    source: str
+    key: str
+    dataset: str
+    version: str
+    shard: int
+    row: int
+    epoch: int
+    url: str
+    span: dict[str, int] | None = None
+
+
+@dataclass
+class SampleEntry:
+    """One sample exactly as the rank consumed it."""
+
+    index: int
+    position: int
+    key: str
+    source: str
+    dataset: str
+    version: str
+    shard: int
+    row: int
+    epoch: int
+    url: str
+    anchor: str
+    digest: str
+    packed: bool
+    documents: list[DocumentEntry]
+    fields: dict[str, Any]
+    inputs: dict[str, Any]
+    loss: float | None = None
+    version_url: str = html_only("")
+    field_blocks: list[FieldBlock] = html_only(default_factory=list)
+    input_blocks: list[InputBlock] = html_only(default_factory=list)
+    flag_form: FlagForm | None = html_only(None)
+
+
+@dataclass
+class Comparison:
+    """What one sample position would have been under the other version or run."""
+
+    position: int
+    status: str  # "same", "content changed" or "different record"
+    keys: list[str]
+    other_keys: list[str]
+    other_versions: list[str]
+    other_urls: list[str]
+
+
+@dataclass
+class Against:
+    """The step/rank page compared with the same plan re-resolved against another version or run."""
+
+    against: str
+    run: str
+    sources: list[str]
+    changed: int
+    same: int
+    samples: list[Comparison]
+
+
+def compare_against(run: Run, batch: Batch, other: str) -> Against:
+    """Recompute this (step, rank) with one source swapped and say, sample by sample, what changes."""
+    from loaders.records import digest
+
+    alternative = run.against(other)
+    theirs = alternative.batch(batch.step, batch.rank, world_size=batch.world_size)
+    rows = []
+    for position, (mine, alt) in enumerate(zip(batch.samples, theirs.samples)):
+        keys = [d.key for d in mine.documents]
+        other_keys = [d.key for d in alt.documents]
+        if keys != other_keys:
+            status = "different record"
+        elif digest(mine.inputs) != digest(alt.inputs):
+            status = "content changed"
+        else:
+            status = "same"
+        rows.append(
+            Comparison(
+                position=position,
+                status=status,
+                keys=keys,
+                other_keys=other_keys,
+                other_versions=[d.address.version for d in alt.documents],
+                other_urls=[urls.sample(d.address.dataset, d.address.version, d.key) for d in alt.documents],
+            )
+        )
+    changed = sum(1 for r in rows if r.status != "same")
+    return Against(
+        against=other,
+        run=alternative.name,
+        sources=[f"{s.dataset}@{s.version[:12]}" for s in alternative.sources],
+        changed=changed,
+        same=len(rows) - changed,
+        samples=rows,
+    )
+
+
+@dataclass
+class RankPage:
+    run: str
+    step: int
+    rank: int
+    world_size: int
+    digest: str
+    verified: bool | None
+    verification: Verdict
+    samples: list[SampleEntry]
+    metrics: dict[str, Any]
+    run_url: str
+    step_url: str
+    prev_url: str | None
+    next_url: str | None
+    against: Against | None = None
+    ranks: list[Link] = html_only(default_factory=list)
+    views: list[View] = html_only(default_factory=list)
+    title: str = html_only("")
+    crumbs: list[Link] = html_only(default_factory=list)
+
+
+def summarize_inputs(inputs: dict[str, Any]) -> dict[str, Any]:
+    """Inputs for JSON: arrays of pixels summarized by dtype and shape (their bytes are behind media URLs)."""
+    out: dict[str, Any] = {}
+    for name, value in inputs.items():
+        if isinstance(value, np.ndarray) and value.ndim >= 2:
+            out[name] = {"dtype": str(value.dtype), "shape": list(value.shape)}
+        else:
+            out[name] = value
+    return out
+
+
+def _sample_entry(
+    catalog: Catalog,
+    flags: FlagStore,
+    run: Run,
+    batch: Batch,
+    position: int,
+    *,
+    loss: float | None,
+    token_threshold: int,
+    collapse_chars: int,
+) -> SampleEntry:
+    """Sample ``position`` (0-based within this rank's batch) laid out for the page."""
+    sample = batch.samples[position]
+    doc = sample.documents[0]
+    version = run.version(doc.source)
+    documents = [
+        DocumentEntry(
+            source=d.source_name,
+            key=d.key,
+            dataset=d.address.dataset,
+            version=d.address.version,
+            shard=d.address.shard,
+            row=d.address.row,
+            epoch=d.epoch,
+            url=urls.sample(d.address.dataset, d.address.version, d.key),
+            span=d.span,
+        )
+        for d in sample.documents
+    ]
+    place = InputPlace(run.name, batch.step, batch.rank, position, f"run {run.name} step {batch.step} rank {batch.rank} sample {sample.index}")
+    blocks = input_blocks(run, sample, place, token_threshold=token_threshold)
+    field_blocks = []
+    if not sample.packed:
+        from .datasets import version_tokenizer
+
+        tokenizer, _ = version_tokenizer(catalog, version)
+        field_blocks = render_fields(
+            doc.record, version, key=doc.key, shard=doc.address.shard, row=doc.address.row, tokenizer=tokenizer,
+            only=None, highlight=None, collapse_chars=collapse_chars, token_threshold=token_threshold,
+        )
+    return SampleEntry(
+        index=sample.index,
+        position=position,
+        key=doc.key,
+        source=doc.source_name,
+        dataset=doc.address.dataset,
+        version=doc.address.version,
+        shard=doc.address.shard,
+        row=doc.address.row,
+        epoch=doc.epoch,
+        url=urls.sample(doc.address.dataset, doc.address.version, doc.key),
+        anchor=urls.sample_id(position),
+        digest=sample.digest,
+        packed=sample.packed,
+        documents=documents,
+        fields=doc.record,
+        inputs=summarize_inputs(sample.inputs),
+        loss=loss,
+        version_url=urls.version(doc.address.dataset, doc.address.version),
+        field_blocks=field_blocks,
+        input_blocks=blocks,
+        flag_form=flag_form(flags, version, doc.key, run=run.name, step=batch.step, rank=batch.rank, index=sample.index),
+    )
+
+
+def rank_page(
+    catalog: Catalog,
+    runs: RunCache,
+    flags: FlagStore,
+    name: str,
+    step: int,
+    rank: int,
+    *,
+    token_threshold: int = 1024,
+    collapse_chars: int = 2000,
+    against: str | None = None,
+) -> RankPage:
+    """Exactly what ``rank`` consumed at ``step``, from the read path, checked against the ledger."""
+    run = runs.run(catalog, name)
+    run.check_step(step)
+    world_size = run.world_size_at(step)
+    if not 0 <= rank < world_size:
+        raise RankOutOfRange(f"rank {rank} is not below the world size {world_size} in force at step {step} of run {name}")
+    batch = runs.batch(run, step, rank)
+    metrics = run.ledger.metrics(step, rank, world_size)
+    losses = metrics.get("sample_loss")
+    per_sample = losses if isinstance(losses, list) and len(losses) == len(batch) else [None] * len(batch)
+    check = verdict(run, batch)
+    samples = [
+        _sample_entry(catalog, flags, run, batch, i, loss=per_sample[i], token_threshold=token_threshold, collapse_chars=collapse_chars)
+        for i in range(len(batch))
+    ]
+    return RankPage(
+        run=run.name,
+        step=step,
+        rank=rank,
+        world_size=world_size,
+        digest=batch.digest,
+        verified=check.verified,
+        verification=check,
+        samples=samples,
+        metrics={k: v for k, v in metrics.items() if k != "sample_loss"},
+        run_url=urls.run(run.name),
+        step_url=urls.step(run.name, step),
+        prev_url=_neighbour_step(run, step - 1, rank),
+        next_url=_neighbour_step(run, step + 1, rank),
+        against=compare_against(run, batch, against) if against else None,
+        ranks=[Link(f"rank {r}", urls.rank(run.name, step, r), "current" if r == rank else None) for r in range(world_size)],
+        views=batch_views(batch, run),
+        title=f"{run.name} · step {step} · rank {rank}",
+        crumbs=[
+            Link("runs", urls.home()),
+            Link(run.name, urls.run(run.name)),
+            Link(f"step {step}", urls.step(run.name, step)),
+            Link(f"rank {rank}", urls.rank(run.name, step, rank)),
+        ],
+    )
+
+
+def _neighbour_step(run: Run, step: int, rank: int) -> str | None:
+    if not 0 <= step < run.total_steps:
+        return None
+    return urls.rank(run.name, step, min(rank, run.world_size_at(step) - 1))
+
+
+def input_fragment(catalog: Catalog, runs: RunCache, name: str, step: int, rank: int, position: int, field_name: str) -> InputBlock:
+    """One model input of one sample, in full (the htmx fragment a deferred view loads)."""
+    run = runs.run(catalog, name)
+    batch = runs.batch(run, step, rank)
+    if not 0 <= position < len(batch):
+        raise SampleNotFound(f"step {step} rank {rank} of run {name} has samples 0 to {len(batch) - 1}, not {position}")
+    sample = batch.samples[position]
+    place = InputPlace(run.name, step, rank, position, f"run {run.name} step {step} rank {rank} sample {sample.index}")
+    blocks = input_blocks(run, sample, place, only=field_name)
+    if not blocks:
+        raise SampleNotFound(f"sample {sample.index} of run {name} has no model input {field_name!r} (inputs: {', '.join(sample.inputs)})")
+    return blocks[0]

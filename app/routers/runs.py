@@ -1,0 +1,86 @@
+"""Routes of runs, steps and step/rank pages: every page recomputes through the read path, checked against the ledger."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Path, Query, Request
+from fastapi.responses import RedirectResponse, Response
+
+from loaders.catalog import check_name
+
+from .. import urls
+from ..deps import CatalogDep, FlagsDep, RunsDep, SettingsDep
+from ..pages.runs import run_page
+from ..pages.steps import input_fragment, rank_page, step_page
+from ..responses import VARY, respond
+from ..routing import canonical, page
+
+router = APIRouter(tags=["runs"])
+
+Step = Annotated[int, Path(description="Training step (0-based).")]
+Rank = Annotated[int, Path(description="Rank, below the world size in force at that step.")]
+
+
+@page(router, "/runs/{run}", summary="A run: plan, pinned sources, world sizes, metric curves")
+def run(
+    request: Request,
+    run: str,
+    catalog: CatalogDep,
+    runs: RunsDep,
+    step: Annotated[int | None, Query(description="Jump to this step's page.")] = None,
+) -> Response:
+    check_name("run", run)
+    if step is not None:
+        runs.run(catalog, run).check_step(step)
+        return RedirectResponse(canonical(request, urls.step(run, step)).split("?")[0], status_code=303, headers=VARY)
+    return respond(request, run_page(catalog, runs, run), template="run.html")
+
+
+@page(router, "/runs/{run}/steps/{step}", summary="One step: every rank's share of the global batch")
+def step(request: Request, run: str, step: Step, catalog: CatalogDep, runs: RunsDep) -> Response:
+    check_name("run", run)
+    return respond(request, step_page(catalog, runs, run, step), template="step.html")
+
+
+@page(router, "/runs/{run}/steps/{step}/ranks/{rank}", summary="Exactly what one rank consumed at one step")
+def rank(
+    request: Request,
+    run: str,
+    step: Step,
+    rank: Rank,
+    catalog: CatalogDep,
+    runs: RunsDep,
+    flags: FlagsDep,
+    settings: SettingsDep,
+    against: Annotated[
+        str | None,
+        Query(max_length=300, description="Compare with the same plan re-resolved: a 'dataset@version-or-tag' or another run's name."),
+    ] = None,
+) -> Response:
+    check_name("run", run)
+    data = rank_page(
+        catalog, runs, flags, run, step, rank,
+        token_threshold=settings.token_fragment_threshold, collapse_chars=settings.text_collapse_chars,
+        against=against or None,
+    )
+    return respond(request, data, template="rank.html", block="samples")
+
+
+@page(
+    router,
+    "/runs/{run}/steps/{step}/ranks/{rank}/samples/{position}/view/{name}",
+    summary="One model input of one sample, rendered in full",
+)
+def input_view(
+    request: Request,
+    run: str,
+    step: Step,
+    rank: Rank,
+    position: Annotated[int, Path(description="Position of the sample in the rank's batch.")],
+    name: str,
+    catalog: CatalogDep,
+    runs: RunsDep,
+) -> Response:
+    check_name("run", run)
+    return respond(request, input_fragment(catalog, runs, run, step, rank, position, name), template="input_field.html")

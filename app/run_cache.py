@@ -1,0 +1,50 @@
+"""Runs and recomputed batches kept between requests (a run manifest never changes; batches are pure)."""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+
+from loaders import Batch, Catalog, Run
+
+
+class RunCache:
+    """Open runs by name and the last few batches computed from them.
+
+    A run's batch is a pure function of its manifest, step, rank and world
+    size, so a cached batch is never stale; only the world-size history
+    (which ``run.world_size_at`` re-reads) can change what a URL resolves to.
+    """
+
+    def __init__(self, *, batches: int = 64) -> None:
+        self._runs: dict[str, Run] = {}
+        self._batches: OrderedDict[tuple[str, str, int, int, int], Batch] = OrderedDict()
+        self._capacity = batches
+        self._lock = threading.Lock()
+
+    def run(self, catalog: Catalog, name: str) -> Run:
+        """The run ``name`` (opened once per process)."""
+        with self._lock:
+            found = self._runs.get(name)
+        if found is None:
+            found = catalog.run(name)
+            with self._lock:
+                self._runs[name] = found
+        return found
+
+    def batch(self, run: Run, step: int, rank: int, world_size: int | None = None) -> Batch:
+        """``run.batch(step, rank)`` at the world size in force (or the one given), cached."""
+        run.check_step(step)
+        size = run.world_size_at(step) if world_size is None else world_size
+        key = (run.name, run.fingerprint, step, rank, size)
+        with self._lock:
+            cached = self._batches.get(key)
+            if cached is not None:
+                self._batches.move_to_end(key)
+                return cached
+        batch = run.batch(step, rank, world_size=size)
+        with self._lock:
+            self._batches[key] = batch
+            while len(self._batches) > self._capacity:
+                self._batches.popitem(last=False)
+        return batch
