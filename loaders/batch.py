@@ -80,8 +80,16 @@ class Sample:
         return self.documents[0].span is not None
 
     def compute_digest(self) -> str:
+        """Digest of the index, every document's key and address, and the inputs transforms made.
+
+        Inputs that are the record's own values are covered by the address: a
+        version is immutable and every row group is checked against its
+        registered checksum when read, so (version, shard, row) pins those bytes.
+        """
+        record = self.documents[0].record if not self.packed else {}
+        made = {k: v for k, v in self.inputs.items() if k not in record or v is not record[k]}
         self.digest = digest(
-            [self.index, [[d.key, d.address.dataset, d.address.version, d.address.shard, d.address.row] for d in self.documents], self.inputs],
+            [self.index, [[d.key, d.address.dataset, d.address.version, d.address.shard, d.address.row] for d in self.documents], made],
             16,
         )
         return self.digest

@@ -24,6 +24,7 @@ class ByteLRU(Generic[V]):
         self._size_of = size_of
         self._items: OrderedDict[Hashable, tuple[V, int]] = OrderedDict()
         self._lock = threading.Lock()
+        self._making: dict[Hashable, threading.Lock] = {}
         self.used = 0
         self.hits = 0
         self.misses = 0
@@ -52,12 +53,35 @@ class ByteLRU(Generic[V]):
                 self.used -= evicted
 
     def get_or_make(self, key: Hashable, make: Callable[[], V]) -> V:
-        """Return the cached value, or make, store and return it."""
+        """Return the cached value, or make, store and return it.
+
+        Concurrent misses on one key make the value once: later callers wait
+        for the first (so two prefetch threads never decode the same row group).
+        """
         value = self.get(key)
-        if value is None:
+        if value is not None:
+            return value
+        with self._lock:
+            pending = self._making.get(key)
+            if pending is None:
+                pending = self._making[key] = threading.Lock()
+                owner = True
+                pending.acquire()
+            else:
+                owner = False
+        if not owner:
+            with pending:  # wait for the maker, then read what it stored
+                pass
+            value = self.get(key)
+            return value if value is not None else make()
+        try:
             value = make()
             self.put(key, value)
-        return value
+            return value
+        finally:
+            with self._lock:
+                del self._making[key]
+            pending.release()
 
     def __len__(self) -> int:
         return len(self._items)

@@ -18,6 +18,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
+
 from .permutation import permutation
 
 
@@ -71,3 +73,29 @@ class SourceOrder:
         position = lo + j
         epoch = layout * self.repeats + position // self.rows
         return self.epoch_record(epoch, position % self.rows), epoch
+
+    def records(self, stream: int, draws: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Vectorized :meth:`record`: ``(record indices, epochs)`` for many draws of one stream."""
+        draws = np.asarray(draws, dtype=np.int64)
+        lo, hi = self.part(stream)
+        length = hi - lo
+        layout, j = np.divmod(draws, length)
+        if self.shuffle:
+            width = self.window * self.chunk
+            start = j // width * width
+            for lay, begin in set(zip(layout.tolist(), start.tolist())):
+                mask = (layout == lay) & (start == begin)
+                size = min(width, length - begin)
+                j[mask] = begin + permutation(size, self.seed, "window", self.source, stream, lay, begin).map(j[mask] - begin)
+        position = lo + j
+        epochs = layout * self.repeats + position // self.rows
+        within = position % self.rows
+        slot, offset = np.divmod(within, self.chunk)
+        records = within.copy()
+        if self.shuffle and self.full_chunks:
+            full = slot < self.full_chunks
+            for epoch in set(epochs[full].tolist()):
+                mask = full & (epochs == epoch)
+                chunks = permutation(self.full_chunks, self.seed, "chunks", self.source, epoch).map(slot[mask])
+                records[mask] = chunks * self.chunk + offset[mask]
+        return records, epochs

@@ -38,8 +38,9 @@ class Reader:
         *,
         start_step: int = 0,
         end_step: int | None = None,
-        prefetch: int = 4,
+        prefetch: int = 2,
         threads: int = 2,
+        steps_per_task: int = 8,
         ledger: bool = True,
         worker: int = 0,
         num_workers: int = 1,
@@ -59,6 +60,7 @@ class Reader:
         self.worker = worker
         self.num_workers = num_workers
         self._threads = threads
+        self.steps_per_task = max(1, steps_per_task)
         self._pool: cf.ThreadPoolExecutor | None = None
         self._pending: collections.deque[tuple[int, cf.Future[Batch]]] = collections.deque()
         self._ledger_enabled = ledger
@@ -97,13 +99,21 @@ class Reader:
         self.next_step = int(state["step"])
 
     # -- iteration ----------------------------------------------------------------------
-    def _my_steps(self) -> Iterator[int]:
-        step = self.next_step
-        while step % self.num_workers != self.worker:
-            step += 1
-        while step < self.end_step:
-            yield step
-            step += self.num_workers
+    def _my_tasks(self) -> Iterator[range]:
+        """This worker's steps from ``next_step`` on, in runs of up to ``steps_per_task`` consecutive steps.
+
+        Worker ``w`` of ``n`` takes steps ``s`` with ``(s // steps_per_task) % n == w``
+        (aligned blocks), so workers together deliver every step exactly once.
+        """
+        size = self.steps_per_task
+        block = self.next_step // size
+        while block * size < self.end_step:
+            if block % self.num_workers == self.worker:
+                start = max(block * size, self.next_step)
+                stop = min((block + 1) * size, self.end_step)
+                if start < stop:
+                    yield range(start, stop)
+            block += 1
 
     def _start(self) -> None:
         if self._started:
@@ -116,8 +126,9 @@ class Reader:
         if self.prefetch:
             self._pool = cf.ThreadPoolExecutor(max_workers=self._threads, thread_name_prefix="batchscope-read")
 
-    def _compute(self, step: int) -> Batch:
-        return self.run.batch(step, self.rank, world_size=self.world_size)
+    def _compute(self, steps: range) -> list[Batch]:
+        world_size = self.world_size
+        return self.run.batches(steps, self.rank, world_size=world_size)
 
     def _drain(self) -> None:
         while self._pending:
@@ -126,17 +137,20 @@ class Reader:
 
     def __iter__(self) -> Iterator[Batch]:
         self._start()
-        steps = self._my_steps()
+        tasks = self._my_tasks()
         if self._pool is None:
-            for step in steps:
-                yield self._deliver(self._compute(step))
+            for steps in tasks:
+                for batch in self._compute(steps):
+                    yield self._deliver(batch)
             return
-        for step in steps:
-            self._pending.append((step, self._pool.submit(self._compute, step)))
+        for steps in tasks:
+            self._pending.append((steps.start, self._pool.submit(self._compute, steps)))
             if len(self._pending) > self.prefetch:
-                yield self._deliver(self._pending.popleft()[1].result())
+                for batch in self._pending.popleft()[1].result():
+                    yield self._deliver(batch)
         while self._pending:
-            yield self._deliver(self._pending.popleft()[1].result())
+            for batch in self._pending.popleft()[1].result():
+                yield self._deliver(batch)
 
     def _deliver(self, batch: Batch) -> Batch:
         if self._writer is not None:

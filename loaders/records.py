@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import math
 import struct
 from typing import Any
@@ -61,11 +62,36 @@ def _encode(value: Any, out: list[bytes]) -> None:
         _encode(str(value), out)
 
 
+def _json_default(value: Any) -> Any:
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return {"$bytes": hashlib.sha256(bytes(value)).hexdigest()}
+    if isinstance(value, np.ndarray):
+        array = np.ascontiguousarray(value)
+        return {"$array": [array.dtype.str, list(array.shape), hashlib.sha256(array.tobytes()).hexdigest()]}
+    if isinstance(value, np.generic):
+        return value.item()
+    return {"$repr": repr(value)}
+
+
+_CANONICAL = json.JSONEncoder(
+    sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=True, default=_json_default
+)
+
+
 def digest(value: Any, length: int = 32) -> str:
-    """A stable sha256 hex digest of any value made of dicts, lists, scalars, bytes and numpy arrays."""
-    parts: list[bytes] = []
-    _encode(value, parts)
-    return hashlib.sha256(b"".join(parts)).hexdigest()[:length]
+    """A stable sha256 hex digest of any value made of dicts, lists, scalars, bytes and numpy arrays.
+
+    Canonical JSON (sorted keys; bytes and arrays by their own sha256) hashed
+    with sha256; values JSON cannot sort (mixed-type dict keys) fall back to a
+    typed binary encoding.
+    """
+    try:
+        text = _CANONICAL.encode(value)
+    except (TypeError, ValueError):
+        parts: list[bytes] = [b"\x00binary:"]
+        _encode(value, parts)
+        return hashlib.sha256(b"".join(parts)).hexdigest()[:length]
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:length]
 
 
 def content_key(record: Record) -> str:

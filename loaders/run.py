@@ -12,6 +12,7 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Iterator
 
+
 import numpy as np
 
 from . import storage
@@ -283,25 +284,38 @@ class Run:
         shard_uri = version.shards[shard].uri if version is not None and shard is not None else None
         return Context(
             catalog=self.catalog,
-            rng=np.random.default_rng([self.plan.seed, *rng_key]),
+            seed_key=(self.plan.seed, *rng_key),
             where=where,
             version=version,
             tokenizers=self.tokenizers,
             shard_uri=shard_uri,
         )
 
+    def draws(self, stream: int, counters: range) -> list[tuple[int, int, int, int]]:
+        """``(counter, source, record index, epoch)`` for documents ``counters`` of ``stream`` (vectorized :meth:`draw`)."""
+        positions = np.arange(counters.start, counters.stop, dtype=np.int64) + self._phase[stream]
+        sources, n = self.mixture.draw_many(positions)
+        out: list[tuple[int, int, int, int]] = [(0, 0, 0, 0)] * len(positions)
+        for source in set(sources.tolist()):
+            picked = np.flatnonzero(sources == source)
+            draws = n[picked] - self._base[stream][source]
+            records, epochs = self.orders[source].records(stream, draws)
+            for i, record, epoch in zip(picked.tolist(), records.tolist(), epochs.tolist()):
+                out[i] = (counters.start + i, source, record, epoch)
+        return out
+
     def _documents(self, stream: int, counters: range, *, index: int | None = None) -> list[Document]:
-        """Read and transform documents ``counters`` of ``stream`` (reads grouped per row group)."""
-        draws = [(c, *self.draw(stream, c)) for c in counters]
-        by_source: dict[int, list[tuple[int, int, int, int]]] = {}
+        """Read documents ``counters`` of ``stream`` (reads grouped per row group)."""
+        draws = self.draws(stream, counters)
+        by_source: dict[int, list[tuple[int, int, int]]] = {}
         for c, source, record, epoch in draws:
-            by_source.setdefault(source, []).append((c, record, epoch, 0))
+            by_source.setdefault(source, []).append((c, record, epoch))
         records: dict[int, tuple[int, Record, Address, int]] = {}
         for source, items in by_source.items():
             version = self.version(source)
-            located = [version.locate(record) for _, record, _, _ in items]
+            located = [version.locate(record) for _, record, _ in items]
             fetched = version.read_many(located)
-            for (c, _, epoch, _), (shard, row), rec in zip(items, located, fetched):
+            for (c, _, epoch), (shard, row), rec in zip(items, located, fetched):
                 records[c] = (source, rec, Address(version.name, version.id, shard, row), epoch)
         documents = []
         for c in counters:
@@ -313,8 +327,10 @@ class Run:
         return documents
 
     def _transform(self, doc: Document, transforms: list[Transform], rng_key: tuple[int, ...], where: str) -> dict[str, Any]:
-        version = self.version(doc.source)
         inputs = dict(doc.record)
+        if not transforms:
+            return inputs
+        version = self.version(doc.source)
         ctx = self._context(version, rng_key, f"{where} ({version.where(doc.address.shard, doc.address.row)})", doc.address.shard)
         for transform in transforms:
             transform.apply(inputs, ctx)
@@ -401,8 +417,7 @@ class Run:
             transform.apply(inputs, ctx)
         return Sample(index, position, stream, docs, inputs)
 
-    def batch(self, step: int, rank: int = 0, *, world_size: int | None = None) -> Batch:
-        """Exactly what ``rank`` consumed at ``step``: O(batch) work, O(1) memory in dataset size and step."""
+    def _check(self, step: int, rank: int, world_size: int | None) -> int:
         self.check_step(step)
         if world_size is None:
             world_size = self.world_size_at(step)
@@ -412,25 +427,44 @@ class Run:
             raise RankOutOfRange(
                 f"rank {rank} is not below the world size {world_size} in force at step {step} of run {self.name}"
             )
-        batch = Batch(self.name, step, rank, world_size)
-        if self.plan.pack is not None:
-            batch.samples = [self._packed_sample(step, p) for p in self.positions(rank, world_size)]
-            return batch.seal()
-        per_stream = self.global_batch_size // self.streams
+        return world_size
+
+    def batch(self, step: int, rank: int = 0, *, world_size: int | None = None) -> Batch:
+        """Exactly what ``rank`` consumed at ``step``: O(batch) work, O(1) memory in dataset size and step."""
+        world_size = self._check(step, rank, world_size)
+        return self.batches(range(step, step + 1), rank, world_size=world_size)[0]
+
+    def batches(self, steps: range, rank: int = 0, *, world_size: int) -> list[Batch]:
+        """:meth:`batch` for consecutive ``steps`` at one world size, sharing the order arithmetic and reads."""
+        if not steps:
+            return []
+        self._check(steps.start, rank, world_size)
+        self._check(steps.stop - 1, rank, world_size)
+        out = [Batch(self.name, step, rank, world_size) for step in steps]
         positions = self.positions(rank, world_size)
-        by_stream: dict[int, list[int]] = {}
-        for p in positions:
-            by_stream.setdefault(p // per_stream, []).append(p)
-        for stream, stream_positions in by_stream.items():
-            counters = [step * per_stream + p % per_stream for p in stream_positions]
-            documents = self._documents(stream, range(counters[0], counters[-1] + 1))
-            for p, doc in zip(stream_positions, documents):
-                index = step * self.global_batch_size + p
-                inputs = self._transform(
-                    doc, self._doc_transforms(doc.source), (0, index), f"run {self.name} step {step} sample {index}"
-                )
-                batch.samples.append(Sample(index, p, stream, [doc], inputs))
-        return batch.seal()
+        if self.plan.pack is not None:
+            for batch in out:
+                batch.samples = [self._packed_sample(batch.step, p) for p in positions]
+                batch.seal()
+            return out
+        per_stream = self.global_batch_size // self.streams
+        first = positions.start % per_stream
+        last = (positions.stop - 1) % per_stream if len(positions) < per_stream else per_stream - 1
+        for stream in sorted({p // per_stream for p in positions}):
+            documents = self._documents(stream, range(steps.start * per_stream, steps.stop * per_stream))
+            for batch in out:
+                base = (batch.step - steps.start) * per_stream
+                for i in range(first, last + 1):
+                    doc = documents[base + i]
+                    p = stream * per_stream + i
+                    index = batch.step * self.global_batch_size + p
+                    inputs = self._transform(
+                        doc, self._doc_transforms(doc.source), (0, index), f"run {self.name} step {batch.step} sample {index}"
+                    )
+                    batch.samples.append(Sample(index, p, stream, [doc], inputs))
+        for batch in out:
+            batch.seal()
+        return out
 
     def addresses(self, step: int, rank: int = 0, *, world_size: int = 1) -> list[tuple[int, int, int]]:
         """``(source, record index, epoch)`` of each document of an unpacked step — pure arithmetic, no reads."""

@@ -49,7 +49,7 @@ class BatchscopeDataset(IterableDataset):
         run = Catalog(self.root).run(self.run_name)
         reader = run.reader(
             self.rank, self.world_size, start_step=self.start_step, end_step=self.end_step,
-            ledger=False, worker=worker, num_workers=workers, prefetch=2, threads=1,
+            ledger=False, worker=worker, num_workers=workers, prefetch=2, threads=1, steps_per_task=1,
         )
         with reader:
             for batch in reader:

@@ -34,6 +34,16 @@ class ReadStats:
 
 
 READ_STATS = ReadStats
+class _Records(list):  # type: ignore[type-arg]
+    """Decoded Python records of one row group, with an estimate of their memory."""
+
+    nbytes = 0
+
+
+#: Python records of recently read row groups: a shuffle window converts each row group once, not once per sample.
+_RECORD_CACHE: ByteLRU[_Records] = ByteLRU(
+    budget=int(os.environ.get("BATCHSCOPE_RECORD_CACHE_BYTES", str(512 << 20))), size_of=lambda rows: rows.nbytes
+)
 _OPEN: dict[tuple[str, str], OpenShard] = {}
 _OPEN_LOCK = threading.Lock()
 _KEY_INDEX_ROWS = 4096
@@ -175,6 +185,22 @@ class DatasetVersion:
                 raise CorruptData(f"{self.where(shard, row)}: cannot be decoded: {exc}") from exc
         return out
 
+    def group_records(self, shard: int, group: int) -> list[Record]:
+        """Every record of one row group as Python values (cached; treat them as read-only)."""
+        info = self.shards[shard]
+
+        def convert() -> _Records:
+            table = self.row_group(shard, group)
+            try:
+                records = _Records(table_records(table))
+            except Exception as exc:
+                first = self._rg_starts[shard][group]
+                raise CorruptData(f"{self.where(shard)} rows {first}-{first + len(table) - 1}: cannot be decoded: {exc}") from exc
+            records.nbytes = 3 * table.nbytes + 64 * len(records)
+            return records
+
+        return _RECORD_CACHE.get_or_make((info.checksum, group), convert)
+
     def read_many(self, locations: Sequence[tuple[int, int]]) -> list[Record]:
         """Decoded records for many ``(shard, row)`` pairs, one ``take`` per row group, in the order asked."""
         groups: dict[tuple[int, int], list[tuple[int, int]]] = {}
@@ -185,18 +211,9 @@ class DatasetVersion:
             groups.setdefault((shard, group), []).append((position, offset))
         out: list[Record | None] = [None] * len(locations)
         for (shard, group), items in groups.items():
-            table = self.row_group(shard, group)
-            try:
-                rows = table_records(table.take([offset for _, offset in items]))
-            except BatchscopeError:
-                raise
-            except Exception as exc:
-                first = self._rg_starts[shard][group]
-                raise CorruptData(
-                    f"{self.where(shard)} rows {first + items[0][1]}..: cannot be decoded: {exc}"
-                ) from exc
-            for (position, _), record in zip(items, rows):
-                out[position] = record
+            records = self.group_records(shard, group)
+            for position, offset in items:
+                out[position] = records[offset]
         return out  # type: ignore[return-value]
 
     def record(self, index: int) -> Record:

@@ -29,11 +29,20 @@ class Context:
     """
 
     catalog: "Catalog"
-    rng: np.random.Generator
+    seed_key: tuple[int, ...]
     where: str
     version: "DatasetVersion | None" = None
     tokenizers: dict[str, str] = field(default_factory=dict)
     shard_uri: str | None = None
+
+    _rng: np.random.Generator | None = None
+
+    @property
+    def rng(self) -> np.random.Generator:
+        """``numpy.random.default_rng(seed_key)``, made on first use (most transforms need none)."""
+        if self._rng is None:
+            self._rng = np.random.default_rng(list(self.seed_key))
+        return self._rng
 
     def tokenizer(self, name: str | None) -> "Tokenizer":
         """The tokenizer the run resolved for ``name`` (None: the dataset version's own)."""

@@ -69,3 +69,18 @@ def test_tiny_weight_is_rejected_with_the_value_and_a_fix():
 
     with pytest.raises(InvalidPlan, match="rounds to 0 of mixture_block=10; raise mixture_block"):
         apportion([1.0, 0.001], 10)
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    rows=st.integers(1, 300), chunk=st.integers(1, 50), streams=st.integers(1, 6), window=st.integers(1, 3),
+    shuffle=st.booleans(), start=st.integers(0, 2000), count=st.integers(1, 40),
+)
+def test_vectorized_records_equal_scalar(rows, chunk, streams, window, shuffle, start, count):
+    import numpy as np
+
+    order = SourceOrder(rows, min(chunk, rows), streams, window, 3, 1, shuffle)
+    for stream in range(streams):
+        draws = np.arange(start, start + count)
+        records, epochs = order.records(stream, draws)
+        assert list(zip(records.tolist(), epochs.tolist())) == [order.record(stream, int(d)) for d in draws]
