@@ -164,3 +164,11 @@ def build_runs_catalog(root: Path) -> Catalog:
 def runs_catalog(tmp_path_factory: pytest.TempPathFactory) -> Catalog:
     """A catalog with trained runs (see :func:`build_runs_catalog`); tests must not change it."""
     return build_runs_catalog(tmp_path_factory.mktemp("runs"))
+
+
+@pytest.fixture(scope="session")
+def demo_catalog(tmp_path_factory: pytest.TempPathFactory) -> Catalog:
+    """The real demo workspace (every dataset in v1 and v2, trained runs), built once per session."""
+    from loaders.demo import ensure_demo
+
+    return ensure_demo(str(tmp_path_factory.mktemp("demo") / "workspace"), log=lambda _message: None)

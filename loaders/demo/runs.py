@@ -8,7 +8,7 @@ import numpy as np
 
 from ..batch import Batch
 from ..catalog import Catalog
-from ..plan import ReadPlan, Source
+from ..plan import ReadPlan, Shuffle, Source
 from ..run import Run
 from ..transforms import Pack, RandomResizedCrop, SampleFrames, Tokenize, UseTokens
 from .bigram import LinearAutoencoder, OnlineBigram
@@ -106,4 +106,43 @@ def train_multimodal(catalog: Catalog, seed: int, log: Log) -> Run:
 
     log(f"  training demo-multimodal: {run.total_steps} steps on 2 ranks")
     _train(run, 2, range(0, run.total_steps), step)
+    return run
+
+
+def rl_plan(seed: int) -> ReadPlan:
+    """GRPO-style consumption of ``rl-rollouts``: rollouts in stored order (groups stay together), 16 per step."""
+    return ReadPlan(
+        [Source("rl-rollouts@v1")],
+        seed=seed,
+        global_batch_size=16,
+        epochs=1,
+        streams=1,
+        shuffle=Shuffle(enabled=False),
+    )
+
+
+def rl_metrics(batch: Batch) -> dict[str, float]:
+    """What an RL trainer logs per step: mean reward, zero-variance group share, truncation rate, a PG surrogate loss."""
+    rollouts = [s.record["rollout"] for s in batch.samples]
+    rewards = np.array([float(r["reward"]) for r in rollouts])
+    groups: dict[str, list[float]] = {}
+    for r in rollouts:
+        groups.setdefault(str(r["group_id"]), []).append(float(r["reward"]))
+    zero_variance = sum(1 for g in groups.values() if len(g) > 1 and max(g) == min(g)) / max(1, len(groups))
+    surrogate = -float(np.mean([float(r["advantage"]) * float(np.mean(r["logprobs"] or [0.0])) for r in rollouts]))
+    return {
+        "loss": surrogate,
+        "mean_reward": float(rewards.mean()),
+        "zero_variance_share": zero_variance,
+        "truncation_rate": float(np.mean([r["finish_reason"] == "length" for r in rollouts])),
+    }
+
+
+def train_rl(catalog: Catalog, seed: int, log: Log) -> Run:
+    """``demo-rl``: one pass over the rollouts logging RL metrics per step (plotted on the run page)."""
+    run = catalog.create_run("demo-rl", rl_plan(seed), exist_ok=True)
+    log(f"  consuming demo-rl: {run.total_steps} steps on 1 rank")
+    with run.reader(0, 1, flush_seconds=0.5) as reader:
+        for batch in reader:
+            reader.log(batch.step, **rl_metrics(batch))
     return run
