@@ -13,7 +13,6 @@ from __future__ import annotations
 import functools
 import hashlib
 import io
-import mmap
 import struct
 from dataclasses import dataclass
 
@@ -161,17 +160,48 @@ def _hash_range(uri: str, start: int, end: int) -> str:
     return h.hexdigest()[:32]
 
 
-def _sparse_buffer(size: int, ranges: list[tuple[int, bytes]]) -> pa.Buffer:
-    """A ``size``-byte buffer holding only ``ranges`` (verified bytes) at their offsets.
+class _SparseFile(io.RawIOBase):
+    """A read-only file of ``size`` bytes of which only some (verified) ranges are present."""
 
-    It is an anonymous memory map: untouched pages are never allocated, so a
-    row group of a multi-gigabyte shard costs its own bytes plus the footer,
-    and pyarrow decodes it natively from memory at the offsets its footer names.
-    """
-    area = mmap.mmap(-1, size)
-    for start, data in ranges:
-        area[start : start + len(data)] = data
-    return pa.py_buffer(area)
+    def __init__(self, size: int, ranges: list[tuple[int, bytes]]) -> None:
+        super().__init__()
+        self._size = size
+        self._ranges = ranges
+        self._pos = 0
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def tell(self) -> int:
+        return self._pos
+
+    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
+        base = {io.SEEK_SET: 0, io.SEEK_CUR: self._pos, io.SEEK_END: self._size}[whence]
+        self._pos = base + offset
+        return self._pos
+
+    def readinto(self, buffer: bytearray | memoryview) -> int:  # type: ignore[override]
+        want = min(len(buffer), self._size - self._pos)
+        if want <= 0:
+            return 0
+        for start, data in self._ranges:
+            if start <= self._pos < start + len(data):
+                piece = data[self._pos - start : self._pos - start + want]
+                buffer[: len(piece)] = piece
+                self._pos += len(piece)
+                return len(piece)
+        raise OSError(f"byte {self._pos} lies outside the verified segments")
+
+
+def _owned(table: pa.Table) -> pa.Table:
+    """A copy of ``table`` in Arrow-allocated memory (concatenation copies every buffer, nested ones included)."""
+    if table.num_rows == 0:
+        return table
+    columns = [pa.concat_arrays(table.column(i).chunks) for i in range(table.num_columns)]
+    return pa.Table.from_arrays(columns, schema=table.schema)
 
 
 class OpenShard:
@@ -209,12 +239,17 @@ class OpenShard:
                 f"{self.where}: row group {row_group} of shard {self.shard.uri} (bytes {start}-{end}) "
                 "does not match its registered checksum"
             )
-        sparse = _sparse_buffer(self.shard.size, [(start, data), (self._footer_start, self._footer)])
+        # Decode from exactly the verified bytes. (A Python file object, not a memory map wrapped in an Arrow
+        # buffer: tables that referenced Python-owned memory could abort the interpreter at exit.)
+        sparse = _SparseFile(self.shard.size, [(start, data), (self._footer_start, self._footer)])
         try:
-            parquet = pq.ParquetFile(pa.BufferReader(sparse), metadata=self.metadata, pre_buffer=False)
+            parquet = pq.ParquetFile(pa.PythonFile(sparse, mode="r"), metadata=self.metadata, pre_buffer=False)
             table = parquet.read_row_group(row_group, columns=columns)
         except Exception as exc:
             raise CorruptData(f"{self.where}: row group {row_group} of shard {self.shard.uri} cannot be decoded: {exc}") from exc
+        # Own the memory: decoded columns may be zero-copy views of the Python bytes read above, and an Arrow
+        # buffer that still points into Python memory when the interpreter exits can abort it.
+        table = _owned(table)
         expected = self.shard.row_groups[row_group]
         if table.num_rows != expected:  # a footer that lies about row counts would shift every row after it
             raise CorruptData(
