@@ -53,7 +53,9 @@ def diff(
 def render(result: VersionDiff, *, limit: int) -> None:
     """Print the summary and the first ``limit`` row changes."""
     matched = f"key {result.schema.key}" if result.schema.key else "content hash (no key column)"
-    console.print(Text.assemble(("diff ", "bold"), (result.a.ref, "bold red"), " → ", (result.b.ref, "bold green"), f"  (rows matched by {matched})"))
+    console.print(
+        Text.assemble(("diff ", "bold"), (result.a.ref, "bold red"), " → ", (result.b.ref, "bold green"), f"  (rows matched by {matched})")
+    )
     for warning in result.warnings:
         console.print(Text(f"warning: {warning}", style="yellow"), soft_wrap=True)
     _schema(result)
