@@ -318,9 +318,10 @@ def image_from_value(value: Any, *, where: str = "image value") -> bytes | None:
 def resolve_media_path(path: str, *, shard_uri: str, where: str, allow_absolute: bool = False) -> str:
     """Where a media file stored by path lives: ``path`` relative to the directory of ``shard_uri``.
 
-    A relative path may not leave that directory (no ``..``); absolute paths and
-    URIs are refused unless ``allow_absolute``, so a hostile dataset cannot make
-    the inspector read arbitrary files.
+    A relative path may not leave that directory (no ``..``, and for local shards
+    no symbolic link pointing out of it); absolute paths and URIs are refused
+    unless ``allow_absolute``, so a hostile dataset cannot make the inspector
+    read arbitrary files.
 
     >>> resolve_media_path("media/clip.mp4", shard_uri="/data/v1/part-00000.parquet", where="x")
     '/data/v1/media/clip.mp4'
@@ -336,7 +337,15 @@ def resolve_media_path(path: str, *, shard_uri: str, where: str, allow_absolute:
         raise DecodeError(f"{where}: media path {path!r} does not name a file inside the shard's directory")
     if storage.is_remote(shard_uri):
         return posixpath.join(posixpath.dirname(shard_uri), *parts)
-    return os.path.join(os.path.dirname(storage.normalize(shard_uri)), *parts)
+    directory = os.path.dirname(storage.normalize(shard_uri))
+    resolved = os.path.join(directory, *parts)
+    real_directory = os.path.realpath(directory)
+    if os.path.commonpath([real_directory, os.path.realpath(resolved)]) != real_directory:
+        raise DecodeError(
+            f"{where}: media path {path!r} leads outside the shard's directory through a symbolic link; "
+            "only files inside it are read"
+        )
+    return resolved
 
 
 # -- crops and overlays ---------------------------------------------------------
