@@ -69,9 +69,9 @@ def build_run(root: Path) -> Any:
 def resume_once(catalog_root: Path, step: int, *, state: dict[str, Any]) -> tuple[float, int]:
     """Open the run, make a reader, load ``state`` moved to ``step``, take the first batch: ``(seconds, samples)``."""
     from loaders import Catalog
-    from loaders.version import row_group_cache
+    from loaders.version import clear_read_caches
 
-    row_group_cache().clear()
+    clear_read_caches()
     start = time.perf_counter()
     run = Catalog(catalog_root).run("resume")
     with run.reader(0, 1, ledger=False) as reader:

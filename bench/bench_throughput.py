@@ -146,18 +146,18 @@ def reader_scan(run: Any, rank: int, world_size: int, steps: int, **options: Any
 
 
 def _timed(fn: Any, *args: Any, **kwargs: Any) -> tuple[float, int]:
-    from loaders.version import row_group_cache
+    from loaders.version import clear_read_caches
 
-    row_group_cache().clear()
+    clear_read_caches()
     start = time.perf_counter()
     rows, _ = fn(*args, **kwargs)
     return time.perf_counter() - start, rows
 
 
 def _amplification(run: Any, steps: int, **options: Any) -> dict[str, Any]:
-    from loaders.version import READ_STATS, row_group_cache
+    from loaders.version import READ_STATS, clear_read_caches
 
-    row_group_cache().clear()
+    clear_read_caches()
     READ_STATS.reset()
     consumed, _ = reader_scan(run, 0, AMPLIFICATION_WORLD, steps, **options)
     return {

@@ -49,6 +49,12 @@ _OPEN_LOCK = threading.Lock()
 _KEY_INDEX_ROWS = 4096
 
 
+def clear_read_caches() -> None:
+    """Forget every decoded row group and record in this process (benchmarks and tests start cold with it)."""
+    _ROW_GROUP_CACHE.clear()
+    _RECORD_CACHE.clear()
+
+
 def row_group_cache() -> ByteLRU[pa.Table]:
     """The process-wide cache of decoded, verified row groups."""
     return _ROW_GROUP_CACHE

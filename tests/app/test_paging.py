@@ -10,7 +10,7 @@ from fastapi.testclient import TestClient
 
 from app import urls
 from loaders import Catalog
-from loaders.version import row_group_cache
+from loaders.version import clear_read_caches, row_group_cache
 
 from tests.app.dom import soup
 from tests.conftest import write_parquet
@@ -71,7 +71,7 @@ def test_pages_hold_exactly_their_rows(big_client: Callable[..., TestClient], bi
 def test_last_page_reads_only_the_last_row_group(big_client: Callable[..., TestClient], big: Catalog) -> None:
     version = big.resolve("big@v1")
     client = big_client()
-    row_group_cache().clear()
+    clear_read_caches()
     block = listing(client, big, end=ROWS)
     assert indices(block) == list(range(9950, 10000))
     assert set(row_group_cache()._items) == {(version.shards[3].checksum, 24)}

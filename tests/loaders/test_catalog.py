@@ -17,7 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from loaders import Catalog, ChecksumMismatch, DatasetNotFound, RegistrationError, SampleNotFound, VersionNotFound
-from loaders.version import _OPEN, row_group_cache
+from loaders.version import _OPEN, clear_read_caches
 
 
 def _write(path: Path, table: pa.Table, row_group: int = 2) -> str:
@@ -37,7 +37,7 @@ def _snapshot(root: str) -> dict[str, bytes]:
 
 
 def _forget_open_shards() -> None:
-    row_group_cache().clear()
+    clear_read_caches()
     _OPEN.clear()
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from loaders import Catalog, ReadPlan, Source
-from loaders.version import READ_STATS, row_group_cache
+from loaders.version import READ_STATS, clear_read_caches
 from tests.support.readpath import write_text_dataset
 
 
@@ -12,7 +12,7 @@ def test_read_amplification_when_world_size_divides_streams(tmp_path):
     write_text_dataset(catalog, "corpus", 3000, row_group=7, shards=9)  # unaligned shards and row groups
     plan = ReadPlan([Source("corpus@v1")], seed=3, global_batch_size=16, epochs=1, streams=8)
     run = catalog.create_run("local", plan)
-    row_group_cache().clear()
+    clear_read_caches()
     READ_STATS.reset()
     consumed = 0
     with run.reader(0, 4, ledger=False) as reader:
