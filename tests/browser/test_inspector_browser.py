@@ -16,6 +16,20 @@ def keys_shown(page) -> list[str]:
     return page.locator("#rows tr.sample td.key a").all_inner_texts()
 
 
+def settled(page) -> None:
+    """Wait until htmx has swapped and processed the rows (so keyboard links act through htmx, not a page load)."""
+    import time
+
+    deadline = time.monotonic() + 10
+    script = (
+        "!document.querySelector('.htmx-request, .htmx-settling, .htmx-swapping') && "
+        "[...document.querySelectorAll('#rows a[hx-get]')].every(a => a['htmx-internal-data'])"
+    )
+    while not page.evaluate(script):
+        assert time.monotonic() < deadline, "htmx did not settle"
+        time.sleep(0.05)
+
+
 def no_errors(page) -> None:
     assert [e for e in page.errors if "favicon" not in e] == []
 
@@ -28,9 +42,11 @@ def test_page_through_a_dataset(page, inspector_catalog: Catalog) -> None:
     page.evaluate("window.__same_document = true")
     page.locator("#rows nav.pager").first.get_by_text("next ›").click()
     page.wait_for_url(re.compile(r"start=5$"))
+    settled(page)
     assert keys_shown(page) == [f"doc-{i}" for i in range(5, 10)]
     page.keyboard.press("]")
     page.wait_for_url(re.compile(r"start=10$"))
+    settled(page)
     assert keys_shown(page) == ["doc-10", "doc-11"]
     page.keyboard.press("[")
     page.wait_for_url(re.compile(r"end=10$"))
