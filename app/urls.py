@@ -2,7 +2,8 @@
 
 Path parts are percent-encoded completely (``/`` included), so a hostile
 sample key stays one path segment. Keys that a browser would treat as a dot
-segment (``.``, ``..``) or that are empty travel as ``?key=`` instead.
+segment (``.``, ``..``), that are empty or that hold a line feed travel as
+``?key=`` instead.
 
 >>> version("web-text", "0123abcd")
 '/datasets/web-text/versions/0123abcd'
@@ -43,6 +44,18 @@ def with_query(url: str, **params: Any) -> str:
     """
     pairs = [(k, "1" if v is True else str(v)) for k, v in params.items() if v is not None and v is not False]
     return f"{url}?{urlencode(pairs)}" if pairs else url
+
+
+def add_query(url: str, **params: Any) -> str:
+    """Like ``with_query`` for a URL that may already have a query: the parameters are appended.
+
+    >>> add_query("/media/x?field=image", thumb=256)
+    '/media/x?field=image&thumb=256'
+    """
+    pairs = [(k, "1" if v is True else str(v)) for k, v in params.items() if v is not None and v is not False]
+    if not pairs:
+        return url
+    return f"{url}{'&' if '?' in url else '?'}{urlencode(pairs)}"
 
 
 def api(url: str) -> str:
@@ -112,7 +125,8 @@ def version(name: str, version_: VersionLike, **query: Any) -> str:
 
 
 def _dot_or_empty(key: str) -> bool:
-    return key.strip(".") == ""
+    """True for keys that cannot be a path segment: empty, only dots, or holding a line feed (no route pattern matches one)."""
+    return key.strip(".") == "" or "\n" in key
 
 
 def sample(name: str, version_: VersionLike, key: str, **query: Any) -> str:
@@ -126,6 +140,20 @@ def sample(name: str, version_: VersionLike, key: str, **query: Any) -> str:
 def diff(name: str, a: VersionLike, b: VersionLike, **query: Any) -> str:
     """``/datasets/{name}/diff/{a}..{b}``: what changed between two versions."""
     return with_query(f"{dataset(name)}/diff/{_q(_vid(a))}..{_q(_vid(b))}", **query)
+
+
+def diff_compare(name: str, **query: Any) -> str:
+    """``/datasets/{name}/diff/?a=&b=``: where the compare form goes; redirects to ``diff(name, a, b)``."""
+    return with_query(f"{dataset(name)}/diff/", **query)
+
+
+def diff_heatmap(name: str, a: VersionLike, b: VersionLike, key: str, field: str, *, b_key: str | None = None) -> str:
+    """``/media/datasets/{name}/diff/{a}..{b}/heatmap?key=&field=``: an image field's per-pixel difference (PNG, immutable).
+
+    ``b_key`` names B's row when its key differs from A's (keyless datasets pair rows by content).
+    """
+    spec = f"{_q(_vid(a))}..{_q(_vid(b))}"
+    return with_query(f"/media{dataset(name)}/diff/{spec}/heatmap", key=key, b_key=b_key, field=field)
 
 
 def flags(**query: Any) -> str:
@@ -153,6 +181,64 @@ def login(next_: str | None = None) -> str:
     return with_query("/login", next=next_)
 
 
+# -- reinforcement learning: rollout groups and episodes ---------------------
+def _keyed(base: str, key: str, **query: Any) -> str:
+    if _dot_or_empty(key):
+        return with_query(base, key=key, **query)
+    return with_query(base + _q(key), **query)
+
+
+def rollout_groups(name: str, version_: VersionLike, **query: Any) -> str:
+    """``/datasets/{name}/versions/{version}/groups``: rollout groups, sorted and filtered by the query (``sort``, ``zero_variance``, ``finish``…)."""
+    return with_query(version(name, version_) + "/groups", **query)
+
+
+def rollout(name: str, version_: VersionLike, key: str, **query: Any) -> str:
+    """``/datasets/{name}/versions/{version}/rollouts/{key}``: one rollout's token layers (logprob heat, logprob − ref)."""
+    return _keyed(version(name, version_) + "/rollouts/", key, **query)
+
+
+def step_rollouts(run_: str, step_: int, **query: Any) -> str:
+    """``/runs/{run}/steps/{step}/rollouts``: the rollout groups of a step's global batch."""
+    return with_query(step(run_, step_) + "/rollouts", **query)
+
+
+def rank_rollouts(run_: str, step_: int, rank_: int, **query: Any) -> str:
+    """``/runs/{run}/steps/{step}/ranks/{rank}/rollouts``: the rollout groups one rank consumed."""
+    return with_query(rank(run_, step_, rank_) + "/rollouts", **query)
+
+
+def episodes(name: str, version_: VersionLike, **query: Any) -> str:
+    """``/datasets/{name}/versions/{version}/episodes``: episodes sortable by return and length (``sort``, ``start``)."""
+    return with_query(version(name, version_) + "/episodes", **query)
+
+
+def episode(name: str, version_: VersionLike, key: str, **query: Any) -> str:
+    """``/datasets/{name}/versions/{version}/episodes/{key}?t=``: an episode's timeline, opened at step ``t``."""
+    return _keyed(version(name, version_) + "/episodes/", key, **query)
+
+
+def episode_frame(name: str, version_: VersionLike, key: str, *, column: str | None = None, t: int) -> str:
+    """``/media/datasets/{name}/versions/{version}/episodes/{key}?column=&t=``: frame ``t`` of an episode (immutable)."""
+    return _keyed(f"/media{version(name, version_)}/episodes/", key, column=column, t=int(t))
+
+
+def sample_parts(url: str) -> tuple[str, str, str] | None:
+    """``(dataset, version, key)`` of a ``sample(...)`` URL, else ``None``.
+
+    >>> sample_parts(sample("web-text", "0123abcd", "a/b", field="text"))
+    ('web-text', '0123abcd', 'a/b')
+    """
+    from urllib.parse import parse_qs, unquote, urlsplit
+
+    parts = urlsplit(url)
+    pieces = parts.path.split("/")
+    if len(pieces) != 7 or pieces[:2] != ["", "datasets"] or pieces[3] != "versions" or pieces[5] != "samples":
+        return None
+    key = unquote(pieces[6]) if pieces[6] else parse_qs(parts.query, keep_blank_values=True).get("key", [None])[0]
+    return None if key is None else (unquote(pieces[2]), unquote(pieces[4]), key)
+
+
 # -- media and static ------------------------------------------------------
 def media(name: str, version_: VersionLike, key: str, field: str) -> str:
     """``/media/datasets/{name}/versions/{version}/samples/{key}?field=``: a field's stored bytes (immutable)."""
@@ -160,6 +246,44 @@ def media(name: str, version_: VersionLike, key: str, field: str) -> str:
     if _dot_or_empty(key):
         return with_query(base, key=key, field=field)
     return with_query(base + _q(key), field=field)
+
+
+#: Longest side of the thumbnails listings show.
+THUMBNAIL_SIDE = 256
+_MEDIA_PREFIX, _VIEW_PREFIX = "/media", "/view"
+
+
+def thumbnail(name: str, version_: VersionLike, key: str, field: str, *, size: int = THUMBNAIL_SIDE) -> str:
+    """``/media/...?field=&thumb=``: a server-made thumbnail of an image (or of a video's first frame), immutable."""
+    return add_query(media(name, version_, key, field), thumb=int(size))
+
+
+def frame(name: str, version_: VersionLike, key: str, field: str, index: int, *, size: int | None = None) -> str:
+    """``/media/...?field=&frame=N``: frame ``N`` of a video (JPEG), or with ``size`` a thumbnail of it; immutable."""
+    return add_query(media(name, version_, key, field), frame=int(index), thumb=size)
+
+
+def boxed(
+    name: str, version_: VersionLike, key: str, field: str, box: "tuple[int, int, int, int] | list[int]", *, size: int | None = None
+) -> str:
+    """``/media/...?field=&box=l,t,r,b``: the image upright with ``box`` outlined (PNG; with ``size`` a thumbnail)."""
+    return add_query(media(name, version_, key, field), box=",".join(str(int(v)) for v in box), thumb=size)
+
+
+def view_of(media_url: str, **query: Any) -> str:
+    """The page showing the media behind a ``media(...)`` URL: the same address under ``/view``.
+
+    >>> view_of(media("clips", "0123abcd", "c1", "video"), frame=12)
+    '/view/datasets/clips/versions/0123abcd/samples/c1?field=video&frame=12'
+    """
+    if not media_url.startswith(_MEDIA_PREFIX + "/"):
+        raise ValueError(f"not a media URL: {media_url!r}")
+    return add_query(_VIEW_PREFIX + media_url[len(_MEDIA_PREFIX):], **query)
+
+
+def media_view(name: str, version_: VersionLike, key: str, field: str, **query: Any) -> str:
+    """``/view/datasets/{name}/versions/{version}/samples/{key}?field=``: one image or video field alone (``frame``/``t`` pick a frame)."""
+    return view_of(media(name, version_, key, field), **query)
 
 
 def static(path: str, revision: str | None = None) -> str:
