@@ -17,6 +17,7 @@ from loaders.errors import BatchscopeError
 from .jsonable import html_only
 from .pages.common import Link
 from .responses import VARY, wants_fragment, wants_json
+from .security import HEADERS
 
 log = logging.getLogger("batchscope.app")
 
@@ -102,7 +103,8 @@ async def _http_error(request: Request, exc: Exception) -> Response:
 
 async def _unexpected_error(request: Request, exc: Exception) -> Response:
     log.exception("unexpected error on %s %s", request.method, request.url.path)
-    return error_response(request, f"internal error: {type(exc).__name__}: {exc}", 500)
+    # Starlette answers unhandled exceptions outside every middleware, so the security headers are set here.
+    return error_response(request, f"internal error: {type(exc).__name__}: {exc}", 500, HEADERS)
 
 
 def install(app: FastAPI) -> None:

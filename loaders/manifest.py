@@ -26,8 +26,14 @@ def schema_from_json(data: dict[str, Any]) -> pa.Schema:
 
 
 def _schema_identity(schema: pa.Schema) -> list[list[str]]:
-    """What of a schema counts for the version id: names and types (not writer metadata)."""
-    return [[f.name, str(f.type)] for f in schema]
+    """What of a schema counts for the version id: names and types (not writer metadata).
+
+    Types are named as they read back from the manifest (an Arrow IPC round
+    trip), so the id is the same at registration and on every later load: a
+    map column read from Parquet prints its entries' name, which IPC drops.
+    """
+    stable = pa.ipc.read_schema(pa.py_buffer(schema.serialize()))
+    return [[f.name, str(f.type)] for f in stable]
 
 
 @dataclass(frozen=True)

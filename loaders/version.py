@@ -202,7 +202,7 @@ class DatasetVersion:
             except Exception as exc:
                 first = self._rg_starts[shard][group]
                 raise CorruptData(f"{self.where(shard)} rows {first}-{first + len(table) - 1}: cannot be decoded: {exc}") from exc
-            records.nbytes = 3 * table.nbytes + 64 * len(records)
+            records.nbytes = table.nbytes + 160 * len(records) * max(1, table.num_columns)
             return records
 
         return _RECORD_CACHE.get_or_make((info.checksum, group), convert)

@@ -33,3 +33,14 @@ def test_links_point_at_files_that_exist() -> None:
     root = Path(__file__).resolve().parents[1]
     for target in re.findall(r"\]\(((?:docs|bench)/[^)#]+)\)", README):
         assert (root / target).exists(), target
+
+
+def test_every_test_named_as_proof_exists() -> None:
+    import re
+
+    root = Path(__file__).resolve().parents[1]
+    named = re.findall(r"`(tests/[\w/]+\.py)(?:::(\w+))?`", README)
+    assert len(named) > 30
+    for path, test in named:
+        source = (root / path).read_text()
+        assert not test or re.search(rf"def {test}\b", source), f"{path}::{test}"

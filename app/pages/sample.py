@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from loaders import Catalog, DatasetVersion
-from loaders.errors import SampleNotFound
+from loaders.errors import BatchscopeError, SampleNotFound
 from loaders.records import Record, record_key
 
 from .. import urls
@@ -74,7 +74,11 @@ class SamplePage:
 def _neighbour(version: DatasetVersion, index: int, **query: Any) -> str | None:
     if not 0 <= index < version.rows:
         return None
-    return urls.sample(version.name, version, record_key(version.record(index), version.key), **query)
+    try:
+        key = record_key(version.record(index), version.key)
+    except BatchscopeError:  # a broken neighbour must not break this sample's page; it just gets no link
+        return None
+    return urls.sample(version.name, version, key, **query)
 
 
 def flag_form(flags: FlagStore, version: DatasetVersion, key: str, **context: Any) -> FlagForm:

@@ -55,7 +55,7 @@ def _merge(stats: dict[str, dict[str, Any]], name: str, chunk: Any) -> None:
                 entry["min"] = statistics.min
             if entry["max"] is None or statistics.max > entry["max"]:
                 entry["max"] = statistics.max
-        except TypeError:  # incomparable physical values: leave min/max out
+        except (TypeError, UnicodeDecodeError):  # incomparable values, or string bounds that are not UTF-8: leave them out
             pass
 
 

@@ -12,6 +12,8 @@ if TYPE_CHECKING:
     from tokenizers import Tokenizer
 
 HEAT_LEVELS = 8
+#: At most this many tokens are laid out (a million-token value would make a page of over 100 MB); the JSON twin has all.
+MAX_SHOWN_TOKENS = 16_384
 _PIECE_SYMBOLS = {"\n": "↵", "\t": "→", "\r": "␍"}
 #: Columns that describe a token column rather than being one.
 POSITION_COLUMNS = ("position_ids", "positions", "pos_ids")
@@ -170,9 +172,12 @@ def token_view(
         if finite:
             low, high = min(finite), max(finite)
     invert = bool(value_name) and "prob" in (value_name or "").lower()
+    shown = min(count, MAX_SHOWN_TOKENS)
+    if shown < count:
+        warnings.append(f"showing the first {shown:,} of {count:,} tokens (the JSON twin of the page has them all)")
     tokens: list[Token] = []
     document = 0
-    for i in range(count):
+    for i in range(shown):
         token_id = int(ids[i])
         if i in starts:
             document += 1
@@ -207,7 +212,7 @@ def token_view(
         count=count,
         trained=sum(trained_flags) if trained_flags is not None else None,
         masked=count - sum(trained_flags) if trained_flags is not None else None,
-        documents=document + 1 if count else 0,
+        documents=len(starts) + 1 if count else 0,
         has_mask=trained_flags is not None,
         value_name=value_name if values is not None else None,
         value_min=low,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Annotated, Iterator
 
-from fastapi import APIRouter, Form, Query, Request
+from fastapi import APIRouter, Form, Path, Query, Request
 from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response, StreamingResponse
 from pydantic import BaseModel, Field
 
@@ -26,6 +26,8 @@ from ..routing import page
 
 router = APIRouter(tags=["flags"], responses=ERROR_RESPONSES)
 
+#: Largest integer SQLite stores; bigger numbers are refused as malformed instead of failing in the database.
+MAX_INT = 2**63 - 1
 Name = Annotated[str | None, Query(max_length=128, description="Only flags of this dataset.")]
 Tag = Annotated[str | None, Query(max_length=64, description="Only flags with this tag.")]
 
@@ -39,9 +41,9 @@ class FlagIn(BaseModel):
     note: str = Field(default="", max_length=10_000)
     tags: list[str] | str = Field(default_factory=list)
     run: str | None = Field(default=None, max_length=128)
-    step: int | None = Field(default=None, ge=0)
-    rank: int | None = Field(default=None, ge=0)
-    index: int | None = Field(default=None, ge=0)
+    step: int | None = Field(default=None, ge=0, le=MAX_INT)
+    rank: int | None = Field(default=None, ge=0, le=MAX_INT)
+    index: int | None = Field(default=None, ge=0, le=MAX_INT)
 
 
 def _store(catalog: Catalog, store: FlagStore, flag: FlagIn) -> tuple[Flag, object]:
@@ -71,7 +73,7 @@ def flags_list(
     store: FlagsDep,
     dataset: Name = None,
     tag: Tag = None,
-    before: Annotated[int | None, Query(ge=0, description="Flag id cursor: flags older than this.")] = None,
+    before: Annotated[int | None, Query(ge=0, le=MAX_INT, description="Flag id cursor: flags older than this.")] = None,
 ) -> Response:
     return respond(request, flags_page(store, dataset=dataset or None, tag=tag or None, before=before), template="flags.html", block="flags")
 
@@ -97,7 +99,7 @@ def flags_keys(
 
 
 @page(router, "/flags/{flag_id}", summary="One flag")
-def flag(request: Request, flag_id: int, store: FlagsDep) -> Response:
+def flag(request: Request, flag_id: Annotated[int, Path(ge=0, le=MAX_INT)], store: FlagsDep) -> Response:
     return respond(request, flag_page(store, flag_id), template="flag.html")
 
 
@@ -112,9 +114,9 @@ def flag_from_form(
     note: Annotated[str, Form(max_length=10_000)] = "",
     tags: Annotated[str, Form(max_length=2_000)] = "",
     run: Annotated[str | None, Form(max_length=128)] = None,
-    step: Annotated[int | None, Form(ge=0)] = None,
-    rank: Annotated[int | None, Form(ge=0)] = None,
-    index: Annotated[int | None, Form(ge=0)] = None,
+    step: Annotated[int | None, Form(ge=0, le=MAX_INT)] = None,
+    rank: Annotated[int | None, Form(ge=0, le=MAX_INT)] = None,
+    index: Annotated[int | None, Form(ge=0, le=MAX_INT)] = None,
 ) -> Response:
     """Flag a sample from its page: htmx swaps in the updated form (with the error, if any), a plain POST redirects to the flag."""
     context = {"run": run, "step": step, "rank": rank, "index": index}

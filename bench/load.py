@@ -1,0 +1,225 @@
+"""A bounded HTTP load generator for the inspector: client threads on 127.0.0.1 mixing route kinds, latency per kind.
+
+Each route kind (step and rank pages, thumbnails, dataset, version and sample
+pages) is a list of URLs over a real catalog; every client thread picks a kind
+by weight and one of its URLs at random, GETs it, and records the latency and
+the status. A kind whose URLs the server does not route (404) is skipped with
+a note, so the mix works while pages are still being built.
+
+>>> percentile([1.0, 2.0, 3.0, 4.0], 50)
+2.5
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import random
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterator, Mapping
+
+import httpx
+
+#: Default weights of the route kinds in the mix (relative; a kind with weight 0 is not requested).
+DEFAULT_MIX: dict[str, float] = {"rank": 3, "step": 2, "thumbnail": 3, "dataset": 1, "version": 1, "sample": 1}
+URLS_PER_KIND = 40
+REQUEST_TIMEOUT = 60.0
+
+
+@dataclass(frozen=True)
+class RouteKind:
+    """One kind of page in the mix: its name, its URLs and its weight."""
+
+    name: str
+    urls: tuple[str, ...]
+    weight: float
+
+
+@dataclass
+class Sample:
+    """One request: its kind, latency in seconds, status (0 when it failed without one) and error text."""
+
+    kind: str
+    seconds: float
+    status: int
+    error: str = ""
+
+
+@dataclass
+class Plan:
+    """The kinds to request and what was left out, with why."""
+
+    kinds: list[RouteKind]
+    notes: list[str] = field(default_factory=list)
+
+
+def percentile(values: list[float], q: float) -> float:
+    """The ``q``-th percentile (linear interpolation between closest ranks)."""
+    if not values:
+        raise ValueError("percentile of no values")
+    ordered = sorted(values)
+    position = (len(ordered) - 1) * q / 100
+    low, high = int(position), min(int(position) + 1, len(ordered) - 1)
+    return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
+
+
+# -- which URLs ---------------------------------------------------------------------------------------
+def candidate_urls(root: str, *, per_kind: int = URLS_PER_KIND, seed: int = 0) -> dict[str, list[str]]:
+    """URLs of every route kind over the catalog at ``root`` (thumbnails are found later, on image listing pages)."""
+    from app import urls
+    from loaders import Catalog
+
+    rng = random.Random(seed)
+    catalog = Catalog(root)
+    found: dict[str, list[str]] = {"dataset": [], "version": [], "sample": [], "step": [], "rank": [], "image-pages": []}
+    for name in catalog.datasets():
+        found["dataset"].append(urls.dataset(name))
+        version = catalog.resolve(name)
+        for start in sorted({0, version.rows // 2, max(0, version.rows - 50)}):
+            found["version"].append(urls.version(name, version, start=start or None))
+            if "image" in version.kinds.values():
+                found["image-pages"].append(found["version"][-1])
+        for index in rng.sample(range(version.rows), min(version.rows, 8)):
+            key = version.key_of(version.record(index))
+            found["sample"].append(urls.sample(name, version, key))
+    for name in catalog.runs():
+        run = catalog.run(name)
+        for step in rng.sample(range(run.total_steps), min(run.total_steps, per_kind // 2)):
+            found["step"].append(urls.step(name, step))
+            world = run.world_size_at(step)
+            found["rank"].append(urls.rank(name, step, rng.randrange(world)))
+    return {kind: values[:per_kind] if kind != "sample" else rng.sample(values, min(len(values), per_kind)) for kind, values in found.items()}
+
+
+def thumbnail_urls(client: httpx.Client, pages: list[str], *, limit: int = URLS_PER_KIND) -> list[str]:
+    """The thumbnails that listing pages of image datasets show (``<img src>`` asking for a thumbnail)."""
+    found: list[str] = []
+    for page in pages:
+        response = client.get(page)
+        if response.status_code != 200:
+            continue
+        for src in re.findall(r'<img[^>]+src="([^"]+)"', response.text):
+            src = src.replace("&amp;", "&")
+            if "thumb" in src and src.startswith("/") and src not in found:
+                found.append(src)
+        if len(found) >= limit:
+            break
+    return found[:limit]
+
+
+def plan_routes(client: httpx.Client, root: str, *, mix: Mapping[str, float] = DEFAULT_MIX, seed: int = 0) -> Plan:
+    """The kinds of ``mix`` that have URLs and that the server routes; the others are noted and left out."""
+    candidates = candidate_urls(root, seed=seed)
+    candidates["thumbnail"] = thumbnail_urls(client, candidates.pop("image-pages"))
+    plan = Plan(kinds=[])
+    for kind, weight in mix.items():
+        if weight <= 0:
+            continue
+        if kind not in candidates:
+            plan.notes.append(f"{kind}: unknown route kind (known: {', '.join(sorted(candidates))})")
+            continue
+        found = candidates[kind]
+        if not found:
+            plan.notes.append(f"{kind}: skipped, the catalog or its pages offer no such URL")
+            continue
+        status = client.get(found[0]).status_code
+        if status == 404:
+            plan.notes.append(f"{kind}: skipped, the server answers 404 for {found[0]} (route not built yet?)")
+            continue
+        plan.kinds.append(RouteKind(kind, tuple(found), float(weight)))
+    return plan
+
+
+# -- the load -------------------------------------------------------------------------------------------
+def _client_loop(base_url: str, kinds: list[RouteKind], deadline: float, seed: int, out: list[Sample]) -> None:
+    rng = random.Random(seed)
+    weights = [k.weight for k in kinds]
+    with httpx.Client(base_url=base_url, timeout=REQUEST_TIMEOUT) as client:
+        while time.monotonic() < deadline:
+            kind = rng.choices(kinds, weights)[0]
+            url = rng.choice(kind.urls)
+            start = time.perf_counter()
+            try:
+                response = client.get(url)
+                out.append(Sample(kind.name, time.perf_counter() - start, response.status_code, "" if response.status_code < 400 else f"{response.status_code} {url}"))
+            except httpx.HTTPError as exc:
+                out.append(Sample(kind.name, time.perf_counter() - start, 0, f"{type(exc).__name__} {url}: {exc}"))
+
+
+def run_load(base_url: str, kinds: list[RouteKind], *, clients: int, seconds: float, seed: int = 0) -> list[Sample]:
+    """``clients`` threads each requesting the mix until ``seconds`` have passed; every request's sample."""
+    if not kinds:
+        raise ValueError("no route kinds to request")
+    deadline = time.monotonic() + seconds
+    per_thread: list[list[Sample]] = [[] for _ in range(clients)]
+    threads = [threading.Thread(target=_client_loop, args=(base_url, kinds, deadline, seed + i, per_thread[i]), daemon=True) for i in range(clients)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(seconds + REQUEST_TIMEOUT + 10)
+    return [sample for samples in per_thread for sample in samples]
+
+
+def summarize(samples: list[Sample], seconds: float) -> dict[str, Any]:
+    """Per route kind and overall: requests, requests per second, p50/p99/max latency (ms), errors and a few examples."""
+
+    def stats(group: list[Sample]) -> dict[str, Any]:
+        times = [s.seconds * 1e3 for s in group]
+        errors = [s for s in group if s.error]
+        return {
+            "requests": len(group),
+            "per_second": round(len(group) / seconds, 2),
+            "p50_ms": round(percentile(times, 50), 2) if times else None,
+            "p99_ms": round(percentile(times, 99), 2) if times else None,
+            "max_ms": round(max(times), 2) if times else None,
+            "errors": len(errors),
+            "error_examples": sorted({e.error for e in errors})[:5],
+        }
+
+    kinds = sorted({s.kind for s in samples})
+    return {"overall": stats(samples), "by_kind": {kind: stats([s for s in samples if s.kind == kind]) for kind in kinds}}
+
+
+# -- the server -----------------------------------------------------------------------------------------
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@contextlib.contextmanager
+def inspector(root: str | Path, logs: Path, *, timeout: float = 120.0) -> Iterator[str]:
+    """``batchscope serve`` over ``root`` on 127.0.0.1 in a subprocess until the block ends; yields its base URL."""
+    script = shutil.which("batchscope", path=str(Path(sys.executable).parent)) or "batchscope"
+    port = free_port()
+    logs.mkdir(parents=True, exist_ok=True)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("BATCHSCOPE_")}
+    env["BATCHSCOPE_FLAGS_PATH"] = str(logs / "flags.sqlite")
+    with open(logs / "serve.log", "wb") as log:
+        process = subprocess.Popen([script, "serve", "--root", str(root), "--host", "127.0.0.1", "--port", str(port)], stdout=log, stderr=log, env=env)
+    try:
+        deadline = time.monotonic() + timeout
+        while True:
+            if process.poll() is not None:
+                raise RuntimeError(f"the inspector exited with {process.returncode}: {(logs / 'serve.log').read_text()[-2000:]}")
+            with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), timeout=0.5):
+                break
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"the inspector did not listen on port {port} within {timeout} s")
+            time.sleep(0.1)
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
