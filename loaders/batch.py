@@ -8,7 +8,7 @@ from typing import Any
 from .records import Record, digest
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Address:
     """Where a record lives: ``(dataset, version, shard, row)``; the key is what links use."""
 
@@ -21,7 +21,7 @@ class Address:
         return {"dataset": self.dataset, "version": self.version, "shard": self.shard, "row": self.row}
 
 
-@dataclass
+@dataclass(slots=True)
 class Document:
     """One source record that went into a sample (a packed sequence holds several)."""
 

@@ -307,24 +307,22 @@ class Run:
     def _documents(self, stream: int, counters: range, *, index: int | None = None) -> list[Document]:
         """Read documents ``counters`` of ``stream`` (reads grouped per row group)."""
         draws = self.draws(stream, counters)
-        by_source: dict[int, list[tuple[int, int, int]]] = {}
-        for c, source, record, epoch in draws:
-            by_source.setdefault(source, []).append((c, record, epoch))
-        records: dict[int, tuple[int, Record, Address, int]] = {}
-        for source, items in by_source.items():
+        by_source: dict[int, list[int]] = {}
+        for position, (_, source, _, _) in enumerate(draws):
+            by_source.setdefault(source, []).append(position)
+        documents: list[Document | None] = [None] * len(draws)
+        for source, positions in by_source.items():
             version = self.version(source)
-            located = [version.locate(record) for _, record, _ in items]
+            located = version.locate_many([draws[p][2] for p in positions])
             fetched = version.read_many(located)
-            for (c, _, epoch), (shard, row), rec in zip(items, located, fetched):
-                records[c] = (source, rec, Address(version.name, version.id, shard, row), epoch)
-        documents = []
-        for c in counters:
-            source, rec, address, epoch = records[c]
-            version = self.version(source)
-            documents.append(
-                Document(source, self.sources[source].ref, version.key_of(rec), address, epoch, rec, None, c)
-            )
-        return documents
+            name, version_id, ref, key = version.name, version.id, self.sources[source].ref, version.key
+            for p, (shard, row), record in zip(positions, located, fetched):
+                counter, _, _, epoch = draws[p]
+                documents[p] = Document(
+                    source, ref, str(record[key]) if key is not None else version.key_of(record),
+                    Address(name, version_id, shard, row), epoch, record, None, counter,
+                )
+        return documents  # type: ignore[return-value]
 
     def _transform(self, doc: Document, transforms: list[Transform], rng_key: tuple[int, ...], where: str) -> dict[str, Any]:
         inputs = dict(doc.record)

@@ -7,6 +7,7 @@ import os
 import threading
 from typing import Any, Iterator, Sequence
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
@@ -75,6 +76,7 @@ class DatasetVersion:
         self._starts = [0]
         for shard in manifest.shards:
             self._starts.append(self._starts[-1] + shard.rows)
+        self._starts_array = np.asarray(self._starts, dtype=np.int64)
         self._rg_starts = []
         for shard in manifest.shards:
             starts = [0]
@@ -135,6 +137,16 @@ class DatasetVersion:
             raise SampleNotFound(f"record {index} is outside {self.ref} (it has {self.rows} rows)")
         shard = bisect.bisect_right(self._starts, index) - 1
         return shard, index - self._starts[shard]
+
+    def locate_many(self, indices: Sequence[int]) -> list[tuple[int, int]]:
+        """Vectorized :meth:`locate` for many record indices."""
+        array = np.asarray(indices, dtype=np.int64)
+        if array.size and (array.min() < 0 or array.max() >= self.rows):
+            bad = int(array[(array < 0) | (array >= self.rows)][0])
+            raise SampleNotFound(f"record {bad} is outside {self.ref} (it has {self.rows} rows)")
+        shards = np.searchsorted(self._starts_array, array, side="right") - 1
+        rows = array - self._starts_array[shards]
+        return list(zip(shards.tolist(), rows.tolist()))
 
     def index_of(self, shard: int, row: int) -> int:
         """The record index of ``(shard, row)``."""
