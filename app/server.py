@@ -37,11 +37,18 @@ def startup_lines(settings: Settings) -> list[str]:
 
 def run_server(settings: Settings) -> None:
     """Serve the inspector until interrupted."""
+    import os
+
     import uvicorn
 
     from .factory import create_app
 
-    app = create_app(settings)
+    app = create_app(settings)  # built here too, so bad settings or catalogs fail before binding
     for line in startup_lines(settings):
         print(line, file=sys.stderr if line.startswith("warning") else sys.stdout, flush=True)
-    uvicorn.run(app, host=settings.host, port=settings.port, log_level="warning", access_log=False)
+    options = {"host": settings.host, "port": settings.port, "log_level": "warning", "access_log": False}
+    if settings.workers == 1:
+        uvicorn.run(app, **options)
+        return
+    os.environ.update(settings.to_env())  # each worker process builds its app from these
+    uvicorn.run("app.factory:create_app", factory=True, workers=settings.workers, **options)

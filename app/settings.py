@@ -53,11 +53,13 @@ class Settings:
         0.8, "Similarity (0-1) above which a removed and an added keyless row count as one edited row in a version diff."
     )
     flags_path: str = _setting("", "SQLite file holding flags; empty means inspector.sqlite in the catalog root.")
+    workers: int = _setting(1, "Server processes answering requests in parallel, each with its own caches (one per core suits a busy shared inspector).")
 
     def __post_init__(self) -> None:
         checks = {
             "port": 0 <= self.port <= 65535,
             "page_size": 1 <= self.page_size <= 10_000,
+            "workers": 1 <= self.workers <= 64,
             "search_seconds": self.search_seconds >= 0,
             "text_collapse_chars": self.text_collapse_chars >= 1,
             "token_fragment_threshold": self.token_fragment_threshold >= 1,
@@ -88,6 +90,10 @@ class Settings:
         values.update({k: v for k, v in overrides.items() if v is not None})
         return cls(**values)
 
+    def to_env(self) -> dict[str, str]:
+        """These settings as ``BATCHSCOPE_<NAME>`` variables (how worker processes receive them)."""
+        return {spec.env: str(getattr(self, spec.name)) for spec in specs() if getattr(self, spec.name) is not None}
+
     @property
     def url(self) -> str:
         """The address the server answers on."""
@@ -104,6 +110,7 @@ _RANGES = {
     "row_group_cache_bytes": ">= 0",
     "media_cache_bytes": ">= 0",
     "diff_similarity": "0.0-1.0",
+    "workers": "1-64",
 }
 
 

@@ -177,8 +177,11 @@ class DiskCache:
         if not leader:
             return flight.result()
         try:
-            data = fetch()
-            self.put(uri, offset, length, data, validator=validator)
+            # A leader that finished between our first look and taking the lock has stored the range: look again.
+            data = self.get(uri, offset, length, validator=validator)
+            if data is None:
+                data = fetch()
+                self.put(uri, offset, length, data, validator=validator)
             flight.set_result(data)
             return data
         except BaseException as exc:
