@@ -56,7 +56,8 @@ def run(workdir: Path, *, quick: bool, mix: dict[str, float] | None = None, clie
     seconds = QUICK_SECONDS if quick else FULL_SECONDS
     root = Path(workdir) / "load-demo"
     ensure_demo(str(root), log=lambda line: None)
-    with inspector(root, Path(workdir) / "load-logs") as base_url:
+    workers = int(os.environ.get("BENCH_LOAD_WORKERS", "1"))
+    with inspector(root, Path(workdir) / "load-logs", workers=workers) as base_url:
         with httpx.Client(base_url=base_url, timeout=120) as client:
             plan = plan_routes(client, str(root), mix=mix or DEFAULT_MIX)
             for kind in plan.kinds:  # warm: first request of each URL kind
@@ -76,7 +77,7 @@ def run(workdir: Path, *, quick: bool, mix: dict[str, float] | None = None, clie
         NAME,
         quick=quick,
         baseline={"system": "the same mix with 1 client", "clients": 1, "seconds": seconds, **baseline},
-        results=[{"clients": clients, "seconds": seconds, **loaded}],
+        results=[{"clients": clients, "seconds": seconds, "server_workers": workers, **loaded}],
         ratios=ratios,
         goals={
             "errors": harness.goal(f"0 errors (1 and {clients} clients)", errors, errors == 0),
@@ -85,7 +86,8 @@ def run(workdir: Path, *, quick: bool, mix: dict[str, float] | None = None, clie
         notes=[
             "mix (weights): " + ", ".join(f"{k.name}={k.weight:g} ({len(k.urls)} URLs)" for k in plan.kinds),
             *plan.notes,
-            f"demo workspace served by one `batchscope serve` process on 127.0.0.1; {clients} client threads (httpx) on the same machine",
+            f"demo workspace served by `batchscope serve` with workers={workers} (BENCH_LOAD_WORKERS, default 1 like the server) "
+            f"on 127.0.0.1; {clients} client threads (httpx) on the same machine",
             "each URL kind was requested once before timing; latencies are per request, client side",
         ],
     )
