@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import socket
@@ -46,22 +47,21 @@ def wait_for(port: int, process: subprocess.Popen, log: Path, timeout: float = 6
     raise RuntimeError(f"inspector did not listen on port {port} within {timeout} s")
 
 
-@pytest.fixture(scope="session")
-def server(inspector_catalog: Catalog, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """Base URL of a real server over the shared catalog (small pages and token threshold so paging and lazy loading show)."""
+@contextlib.contextmanager
+def serving(root: str, logs: Path, **settings: str) -> Iterator[str]:
+    """``batchscope serve`` over ``root`` in a subprocess on a free 127.0.0.1 port; yields its base URL.
+
+    ``settings`` become ``BATCHSCOPE_<NAME>`` variables (a stray ``BATCHSCOPE_TOKEN`` is dropped).
+    """
     batchscope = shutil.which("batchscope") or str(Path(sys.executable).parent / "batchscope")
     port = free_port()
-    env = {
-        **os.environ,
-        "BATCHSCOPE_PAGE_SIZE": "5",
-        "BATCHSCOPE_TOKEN_FRAGMENT_THRESHOLD": "5",
-        "BATCHSCOPE_FLAGS_PATH": str(tmp_path_factory.mktemp("browser-flags") / "flags.sqlite"),
-    }
-    env.pop("BATCHSCOPE_TOKEN", None)
-    log = tmp_path_factory.mktemp("browser-server") / "server.log"
+    env = {k: v for k, v in os.environ.items() if k != "BATCHSCOPE_TOKEN"}
+    env.update({f"BATCHSCOPE_{name.upper()}": value for name, value in settings.items()})
+    logs.mkdir(parents=True, exist_ok=True)
+    log = logs / "server.log"
     with open(log, "w") as out:
         process = subprocess.Popen(
-            [batchscope, "serve", "--root", inspector_catalog.root, "--host", "127.0.0.1", "--port", str(port)],
+            [batchscope, "serve", "--root", root, "--host", "127.0.0.1", "--port", str(port)],
             env=env,
             stdout=out,
             stderr=subprocess.STDOUT,
@@ -78,6 +78,42 @@ def server(inspector_catalog: Catalog, tmp_path_factory: pytest.TempPathFactory)
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait()
+
+
+@contextlib.contextmanager
+def open_tab(browser: object, base_url: str, *, clipboard: bool = False) -> Iterator[object]:
+    """A fresh page in its own context that records console and page errors in ``page.errors``."""
+    context = browser.new_context(base_url=base_url, viewport={"width": 1280, "height": 900})  # type: ignore[attr-defined]
+    if clipboard:
+        context.grant_permissions(["clipboard-read", "clipboard-write"], origin=base_url)
+    page = context.new_page()
+    page.errors = []
+    page.on("console", lambda message: page.errors.append(message.text) if message.type == "error" else None)
+    page.on("pageerror", lambda error: page.errors.append(str(error)))
+    page.set_default_timeout(15_000)
+    try:
+        yield page
+    finally:
+        context.close()
+
+
+def until(page: object, expression: str, timeout: float = 15.0) -> None:
+    """Poll ``expression`` from Python (the strict CSP forbids Playwright's in-page predicate eval)."""
+    deadline = time.monotonic() + timeout
+    while not page.evaluate(expression):  # type: ignore[attr-defined]
+        if time.monotonic() > deadline:
+            raise AssertionError(f"still false after {timeout} s: {expression}")
+        time.sleep(0.05)
+
+
+@pytest.fixture(scope="session")
+def server(inspector_catalog: Catalog, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """Base URL of a real server over the shared catalog (small pages and token threshold so paging and lazy loading show)."""
+    logs = tmp_path_factory.mktemp("browser-server")
+    with serving(
+        inspector_catalog.root, logs, page_size="5", token_fragment_threshold="5", flags_path=str(logs / "flags.sqlite")
+    ) as url:
+        yield url
 
 
 @pytest.fixture(scope="session")
@@ -97,14 +133,5 @@ def browser() -> Iterator[object]:
 @pytest.fixture
 def page(browser, server: str) -> Iterator[object]:
     """A fresh page (own context, clipboard allowed) that records console errors in ``page.errors``."""
-    context = browser.new_context(base_url=server, viewport={"width": 1280, "height": 900})
-    context.grant_permissions(["clipboard-read", "clipboard-write"], origin=server)
-    tab = context.new_page()
-    tab.errors = []
-    tab.on("console", lambda message: tab.errors.append(message.text) if message.type == "error" else None)
-    tab.on("pageerror", lambda error: tab.errors.append(str(error)))
-    tab.set_default_timeout(15_000)
-    try:
+    with open_tab(browser, server, clipboard=True) as tab:
         yield tab
-    finally:
-        context.close()

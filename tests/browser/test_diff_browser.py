@@ -2,69 +2,29 @@
 
 from __future__ import annotations
 
-import os
-import shutil
-import subprocess
-import sys
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
 from app import urls
 from loaders import Catalog
 from loaders.demo.common import load_changes
-from tests.browser.conftest import free_port, wait_for
+from tests.browser.conftest import open_tab, serving, until
 
 pytestmark = pytest.mark.browser
 
 
-def until(page, expression: str, timeout: float = 15.0) -> None:
-    """Poll ``expression`` from Python (the strict CSP forbids Playwright's in-page predicate eval)."""
-    import time
-
-    deadline = time.monotonic() + timeout
-    while not page.evaluate(expression):
-        if time.monotonic() > deadline:
-            raise AssertionError(f"still false after {timeout} s: {expression}")
-        time.sleep(0.05)
-
-
 @pytest.fixture(scope="module")
 def demo_server(demo_catalog: Catalog, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    batchscope = shutil.which("batchscope") or str(Path(sys.executable).parent / "batchscope")
-    port = free_port()
-    env = {
-        **os.environ,
-        "BATCHSCOPE_FLAGS_PATH": str(tmp_path_factory.mktemp("diff-flags") / "flags.sqlite"),
-        "BATCHSCOPE_PAGE_SIZE": "20",
-    }
-    env.pop("BATCHSCOPE_TOKEN", None)
-    log = tmp_path_factory.mktemp("diff-server") / "server.log"
-    with open(log, "w") as out:
-        process = subprocess.Popen(
-            [batchscope, "serve", "--root", demo_catalog.root, "--port", str(port)], env=env, stdout=out, stderr=subprocess.STDOUT
-        )
-    try:
-        wait_for(port, process, log)
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        process.terminate()
-        process.wait(timeout=10)
+    logs = tmp_path_factory.mktemp("diff-server")
+    with serving(demo_catalog.root, logs, flags_path=str(logs / "flags.sqlite"), page_size="20") as url:
+        yield url
 
 
 @pytest.fixture
 def tab(browser, demo_server: str) -> Iterator[object]:
-    context = browser.new_context(base_url=demo_server, viewport={"width": 1280, "height": 900})
-    page = context.new_page()
-    page.errors = []
-    page.on("pageerror", lambda error: page.errors.append(str(error)))
-    page.on("console", lambda message: page.errors.append(message.text) if message.type == "error" else None)
-    page.set_default_timeout(15_000)
-    try:
+    with open_tab(browser, demo_server) as page:
         yield page
-    finally:
-        context.close()
 
 
 def test_text_diff_opens_in_place_with_highlights(tab, demo_catalog: Catalog) -> None:

@@ -2,13 +2,8 @@
 
 from __future__ import annotations
 
-import os
 import re
-import shutil
-import subprocess
-import sys
 import time
-from pathlib import Path
 from typing import Iterator
 
 import numpy as np
@@ -23,7 +18,7 @@ from tests.app.test_media_catalog import (
     MediaCatalog,
     build_media_catalog,
 )
-from tests.browser.conftest import free_port, wait_for
+from tests.browser.conftest import open_tab, serving, until
 
 pytestmark = pytest.mark.browser
 
@@ -35,15 +30,6 @@ PIXELS = """img => {
   context.drawImage(img, 0, 0);
   return [canvas.width, canvas.height, Array.from(context.getImageData(0, 0, canvas.width, canvas.height).data)];
 }"""
-
-
-def until(page, expression: str, timeout: float = 15.0) -> None:
-    """Poll ``expression`` from Python (the strict CSP forbids in-page predicate functions)."""
-    deadline = time.monotonic() + timeout
-    while not page.evaluate(expression):
-        if time.monotonic() > deadline:
-            raise AssertionError(f"still false after {timeout} s: {expression}")
-        time.sleep(0.05)
 
 
 def shown_code(locator) -> int:
@@ -60,42 +46,15 @@ def media(tmp_path_factory: pytest.TempPathFactory) -> MediaCatalog:
 
 @pytest.fixture(scope="module")
 def media_server(media: MediaCatalog, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    batchscope = shutil.which("batchscope") or str(Path(sys.executable).parent / "batchscope")
-    port = free_port()
-    env = {**os.environ, "BATCHSCOPE_FLAGS_PATH": str(tmp_path_factory.mktemp("media-flags") / "flags.sqlite")}
-    env.pop("BATCHSCOPE_TOKEN", None)
-    log = tmp_path_factory.mktemp("media-server") / "server.log"
-    with open(log, "w") as out:
-        process = subprocess.Popen(
-            [batchscope, "serve", "--root", media.catalog.root, "--host", "127.0.0.1", "--port", str(port)],
-            env=env,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            text=True,
-        )
-    try:
-        wait_for(port, process, log)
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        process.terminate()
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+    logs = tmp_path_factory.mktemp("media-server")
+    with serving(media.catalog.root, logs, flags_path=str(logs / "flags.sqlite")) as url:
+        yield url
 
 
 @pytest.fixture
 def tab(browser, media_server: str) -> Iterator[object]:
-    context = browser.new_context(base_url=media_server, viewport={"width": 1280, "height": 900})
-    page = context.new_page()
-    page.errors = []
-    page.on("pageerror", lambda error: page.errors.append(str(error)))
-    page.set_default_timeout(15_000)
-    try:
+    with open_tab(browser, media_server) as page:
         yield page
-    finally:
-        context.close()
 
 
 def test_scrolling_the_grid_loads_every_thumbnail(tab, media: MediaCatalog) -> None:

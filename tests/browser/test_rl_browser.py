@@ -4,12 +4,7 @@ from __future__ import annotations
 
 import io
 import math
-import os
 import re
-import shutil
-import subprocess
-import sys
-from pathlib import Path
 from typing import Iterator
 
 import numpy as np
@@ -21,7 +16,7 @@ from loaders import Catalog
 from loaders.media import read_frame_code
 from tests.app.test_rl_episodes import build_episode_catalog
 from tests.app.test_rl_rollouts import build_rl_catalog, expected_groups
-from tests.browser.conftest import free_port, wait_for
+from tests.browser.conftest import open_tab, serving
 
 pytestmark = pytest.mark.browser
 
@@ -32,41 +27,14 @@ def rl_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, C
     root = tmp_path_factory.mktemp("rl-browser")
     catalog, rollout_paths = build_rl_catalog(root)
     build_episode_catalog(root)
-    batchscope = shutil.which("batchscope") or str(Path(sys.executable).parent / "batchscope")
-    port = free_port()
-    env = {**os.environ, "BATCHSCOPE_FLAGS_PATH": str(root / "flags.sqlite"), "BATCHSCOPE_PAGE_SIZE": "4"}
-    env.pop("BATCHSCOPE_TOKEN", None)
-    log = root / "server.log"
-    with open(log, "w") as out:
-        process = subprocess.Popen(
-            [batchscope, "serve", "--root", catalog.root, "--host", "127.0.0.1", "--port", str(port)],
-            env=env, stdout=out, stderr=subprocess.STDOUT, text=True,
-        )
-    try:
-        wait_for(port, process, log)
-        yield f"http://127.0.0.1:{port}", catalog, rollout_paths
-    finally:
-        process.terminate()
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+    with serving(catalog.root, root / "logs", flags_path=str(root / "flags.sqlite"), page_size="4") as url:
+        yield url, catalog, rollout_paths
 
 
 @pytest.fixture
 def tab(browser, rl_server):
-    base, _, _ = rl_server
-    context = browser.new_context(base_url=base, viewport={"width": 1280, "height": 900})
-    page = context.new_page()
-    page.errors = []
-    page.on("console", lambda m: page.errors.append(m.text) if m.type == "error" else None)
-    page.on("pageerror", lambda e: page.errors.append(str(e)))
-    page.set_default_timeout(15_000)
-    try:
+    with open_tab(browser, rl_server[0]) as page:
         yield page
-    finally:
-        context.close()
 
 
 def shown_frame(page) -> int:

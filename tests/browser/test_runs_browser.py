@@ -2,66 +2,29 @@
 
 from __future__ import annotations
 
-import os
 import re
-import shutil
-import subprocess
-import sys
-from pathlib import Path
 from typing import Iterator
 
 import pytest
 
 from app import urls
 from loaders import Catalog
-from tests.browser.conftest import free_port, wait_for
+from tests.browser.conftest import open_tab, serving, until
 
 pytestmark = pytest.mark.browser
 
 
-def until(page, expression: str, timeout: float = 10.0) -> None:
-    """Poll ``expression`` from Python (the strict CSP forbids Playwright's in-page predicate eval)."""
-    import time
-
-    deadline = time.monotonic() + timeout
-    while not page.evaluate(expression):
-        if time.monotonic() > deadline:
-            raise AssertionError(f"still false after {timeout} s: {expression}")
-        time.sleep(0.05)
-
-
 @pytest.fixture(scope="module")
 def runs_server(runs_catalog: Catalog, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    batchscope = shutil.which("batchscope") or str(Path(sys.executable).parent / "batchscope")
-    port = free_port()
-    env = {**os.environ, "BATCHSCOPE_FLAGS_PATH": str(tmp_path_factory.mktemp("runs-flags") / "flags.sqlite")}
-    env.pop("BATCHSCOPE_TOKEN", None)
-    log = tmp_path_factory.mktemp("runs-server") / "server.log"
-    with open(log, "w") as out:
-        process = subprocess.Popen(
-            [batchscope, "serve", "--root", runs_catalog.root, "--port", str(port)], env=env, stdout=out, stderr=subprocess.STDOUT
-        )
-    try:
-        wait_for(port, process, log)
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        process.terminate()
-        process.wait(timeout=10)
+    logs = tmp_path_factory.mktemp("runs-server")
+    with serving(runs_catalog.root, logs, flags_path=str(logs / "flags.sqlite")) as url:
+        yield url
 
 
 @pytest.fixture
 def tab(browser, runs_server: str) -> Iterator[object]:
-    context = browser.new_context(base_url=runs_server, viewport={"width": 1280, "height": 900})
-    context.grant_permissions(["clipboard-read", "clipboard-write"], origin=runs_server)
-    page = context.new_page()
-    page.errors = []
-    page.on("pageerror", lambda error: page.errors.append(str(error)))
-    page.on("console", lambda message: page.errors.append(message.text) if message.type == "error" else None)
-    page.set_default_timeout(15_000)
-    try:
+    with open_tab(browser, runs_server, clipboard=True) as page:
         yield page
-    finally:
-        context.close()
 
 
 def test_step_rank_keys_copy_link_and_flag(tab, runs_server: str, runs_catalog: Catalog) -> None:
