@@ -39,6 +39,14 @@ _WORDS = (
 ).split()
 
 
+def _shown(path: Path) -> str:
+    """A path as results show it: relative to the repository when inside it (results are committed)."""
+    try:
+        return str(Path(path).resolve().relative_to(harness.REPO))
+    except ValueError:
+        return Path(path).name
+
+
 def run(workdir: Path, *, quick: bool) -> dict[str, Any]:
     """Build (once, reused) and diff the versions; returns the benchmark document."""
     rows, shards = (1_000_000, 10) if quick else (10_000_000, 100)
@@ -141,7 +149,7 @@ def _build(base: Path, *, rows: int, shards: int) -> dict[str, Any]:
     for tag, paths in (("v1", v1), ("one", one), ("all", every), ("moved", moved)):
         catalog.register(DATASET, paths, key="id", tag=tag)
     info = {
-        "catalog": str(base / "catalog"),
+        "catalog": _shown(base / "catalog"),
         "decoded_bytes_per_version": decoded,
         "bytes_on_disk_per_version": sum(Path(p).stat().st_size for p in v1),
         "build_s": round(time.perf_counter() - start, 1),
