@@ -490,19 +490,23 @@ class Run:
 
     def verify(self, step: int, rank: int = 0) -> Verification:
         """Recompute ``(step, rank)`` and compare with what the ledger recorded."""
-        world_size = self.world_size_at(step)
-        batch = self.batch(step, rank, world_size=world_size)
-        entry = self.ledger.entry(step, rank, world_size)
+        return self.compare(self.batch(step, rank, world_size=self.world_size_at(step)))
+
+    def compare(self, batch: Batch) -> Verification:
+        """Compare an already computed batch with the ledger entry for its step, rank and world size."""
+        entry = self.ledger.entry(batch.step, batch.rank, batch.world_size)
         if entry is None:
-            return Verification("no-ledger", step, rank, world_size, batch.digest, None, [])
+            return Verification("no-ledger", batch.step, batch.rank, batch.world_size, batch.digest, None, [])
         if entry.digest == batch.digest:
-            return Verification("verified", step, rank, world_size, batch.digest, entry.digest, [])
+            return Verification("verified", batch.step, batch.rank, batch.world_size, batch.digest, entry.digest, [])
         differing = [
             s.index
             for i, s in enumerate(batch.samples)
             if i >= len(entry.samples) or entry.samples[i] != s.digest or entry.indices[i] != s.index
         ]
-        return Verification("mismatch", step, rank, world_size, batch.digest, entry.digest, differing or batch.indices)
+        return Verification(
+            "mismatch", batch.step, batch.rank, batch.world_size, batch.digest, entry.digest, differing or batch.indices
+        )
 
     def against(self, other: str) -> "Run":
         """This run's plan re-resolved with one source swapped: ``name@version-or-tag``, or another run's versions.

@@ -34,17 +34,14 @@ class Verdict:
 
 
 def verdict(run: Run, batch: Batch) -> Verdict:
-    entry = run.ledger.entry(batch.step, batch.rank, batch.world_size)
-    if entry is None:
-        return Verdict("no-ledger", None, None, [], "no ledger")
-    if entry.digest == batch.digest:
-        return Verdict("verified", True, entry.digest, [], "✓ verified")
-    differing = [
-        s.index
-        for i, s in enumerate(batch.samples)
-        if i >= len(entry.samples) or entry.samples[i] != s.digest or entry.indices[i] != s.index
-    ] or batch.indices
-    return Verdict("mismatch", False, entry.digest, differing, f"✗ {len(differing)} sample(s) differ from the ledger")
+    """The page's badge for ``run.compare(batch)``."""
+    check = run.compare(batch)
+    labels = {
+        "no-ledger": "no ledger",
+        "verified": "✓ verified",
+        "mismatch": f"✗ {len(check.differing)} sample(s) differ from the ledger",
+    }
+    return Verdict(check.status, check.verified, check.ledger_digest, check.differing, labels[check.status])
 
 
 def _tokens(sample: Sample) -> tuple[int, int]:
@@ -295,17 +292,18 @@ def _sample_entry(
             doc.record, version, key=doc.key, shard=doc.address.shard, row=doc.address.row, tokenizer=tokenizer,
             only=None, highlight=None, collapse_chars=collapse_chars, token_threshold=token_threshold,
         )
+    first = documents[0]
     return SampleEntry(
         index=sample.index,
         position=position,
-        key=doc.key,
-        source=doc.source_name,
-        dataset=doc.address.dataset,
-        version=doc.address.version,
-        shard=doc.address.shard,
-        row=doc.address.row,
-        epoch=doc.epoch,
-        url=urls.sample(doc.address.dataset, doc.address.version, doc.key),
+        key=first.key,
+        source=first.source,
+        dataset=first.dataset,
+        version=first.version,
+        shard=first.shard,
+        row=first.row,
+        epoch=first.epoch,
+        url=first.url,
         anchor=urls.sample_id(position),
         digest=sample.digest,
         packed=sample.packed,
