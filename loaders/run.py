@@ -22,7 +22,6 @@ from .errors import InvalidPlan, RankOutOfRange, RunNotFound, StepOutOfRange
 from .mixture import Mixture, apportion
 from .order import SourceOrder
 from .plan import ReadPlan
-from .records import Record
 from .transforms import Context, PackedSequence, Transform, pack_block
 from .version import DatasetVersion
 

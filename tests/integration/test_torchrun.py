@@ -23,7 +23,7 @@ SCRIPT = Path(__file__).resolve().parents[1] / "support" / "torchrun_train.py"
 def _torchrun(nproc: int, root: str, run: str, state: Path, *, sleep: float, port: int) -> subprocess.Popen:
     command = [
         sys.executable, "-m", "torch.distributed.run", f"--nproc_per_node={nproc}", "--nnodes=1",
-        f"--master_addr=127.0.0.1", f"--master_port={port}",
+        "--master_addr=127.0.0.1", f"--master_port={port}",
         str(SCRIPT), root, run, str(state), "--sleep", str(sleep),
     ]
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
