@@ -292,13 +292,13 @@ class Catalog:
     # -- runs --------------------------------------------------------------
     def create_run(self, name: str, plan: "ReadPlan", *, exist_ok: bool = False) -> "Run":
         """Resolve every tag in ``plan`` to a version id and write the run manifest."""
-        from .run import create_run
+        from .run_manifest import create_run
 
         return create_run(self, name, plan, exist_ok=exist_ok)
 
     def run(self, name: str) -> "Run":
         """Open an existing run."""
-        from .run import open_run
+        from .run_manifest import open_run
 
         return open_run(self, name)
 

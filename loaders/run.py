@@ -1,12 +1,8 @@
-"""Runs: a read plan with every tag resolved, and the pure function (step, rank) → Batch."""
+"""Runs: a resolved read plan and the pure function (step, rank) → Batch; also world sizes, ledger and verification."""
 
 from __future__ import annotations
 
-import datetime as _dt
-import hashlib
 import json
-import math
-import statistics
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass
@@ -17,11 +13,12 @@ import numpy as np
 
 from . import storage
 from .batch import Address, Batch, Document, Sample
-from .catalog import Catalog, check_name
-from .errors import InvalidPlan, RankOutOfRange, RunNotFound, StepOutOfRange
-from .mixture import Mixture, apportion
+from .catalog import Catalog
+from .errors import InvalidPlan, RankOutOfRange, StepOutOfRange
+from .mixture import Mixture
 from .order import SourceOrder
 from .plan import ReadPlan
+from .run_manifest import ResolvedSource, now, resolve_against, run_dir
 from .transforms import Context, PackedSequence, Transform, pack_block
 from .version import DatasetVersion
 
@@ -30,21 +27,6 @@ if TYPE_CHECKING:
     from .reader import Reader
 
 _ESTIMATE_BLOCKS = 4
-
-
-@dataclass(frozen=True)
-class ResolvedSource:
-    """A plan source pinned to one version, with the numbers the order needs."""
-
-    ref: str
-    dataset: str
-    version: str
-    rows: int
-    weight: float
-    chunk: int
-
-    def to_json(self) -> dict[str, Any]:
-        return self.__dict__.copy()
 
 
 @dataclass(frozen=True)
@@ -73,86 +55,6 @@ class Verification:
 
     def to_json(self) -> dict[str, Any]:
         return {**self.__dict__, "verified": self.verified}
-
-
-def _now() -> str:
-    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
-
-
-def _median_row_group(version: DatasetVersion) -> int:
-    sizes = [n for shard in version.shards for n in shard.row_groups if n > 0]
-    return int(statistics.median(sizes)) if sizes else 1
-
-
-def _run_dir(catalog: Catalog, name: str) -> str:
-    return catalog.path("runs", check_name("run", name))
-
-
-def create_run(catalog: Catalog, name: str, plan: ReadPlan, *, exist_ok: bool = False) -> "Run":
-    """Resolve ``plan`` against ``catalog`` and write the run manifest (see :meth:`Catalog.create_run`)."""
-    path = storage.join(_run_dir(catalog, name), "run.json")
-    versions = [catalog.resolve(s.ref) for s in plan.sources]
-    weights = [float(s.weight) if s.weight is not None else float(v.rows) for s, v in zip(plan.sources, versions)]
-    for source, version in zip(plan.sources, versions):
-        if version.rows == 0:
-            raise InvalidPlan(f"source {source.ref} resolves to {version.ref}, which has no rows")
-    sources = []
-    for source, version, weight in zip(plan.sources, versions, weights):
-        chunk = plan.shuffle.chunk_size or _median_row_group(version) * plan.shuffle.chunk_row_groups
-        sources.append(ResolvedSource(source.ref, version.name, version.id, version.rows, weight, max(1, min(chunk, version.rows))))
-    counts = apportion(weights, plan.mixture_block)
-    tokenizers: dict[str, str] = {}
-    all_transforms = list(plan.transforms) + [t for s in plan.sources for t in s.transforms]
-    for t in all_transforms:
-        for tok in t.tokenizer_names():
-            tokenizers[tok] = catalog.tokenizer_id(tok)
-    for version in versions:
-        if version.tokenizer:
-            tokenizers.setdefault(version.tokenizer, catalog.tokenizer_id(version.tokenizer))
-    resolved: dict[str, Any] = {
-        "sources": [s.to_json() for s in sources],
-        "counts": counts,
-        "tokenizers": tokenizers,
-        "sequences_per_block": None,
-        "total_steps": plan.steps,
-    }
-    manifest = {"format": "batchscope.run/1", "name": name, "created": _now(), "plan": plan.to_json(), "resolved": resolved}
-    run = Run(catalog, manifest)
-    if plan.pack is not None:
-        resolved["sequences_per_block"] = plan.pack.sequences_per_block or run._estimate_sequences_per_block()
-        run = Run(catalog, manifest)
-    if plan.epochs is not None:
-        docs_per_sample = 1.0
-        if plan.pack is not None:
-            docs_per_sample = plan.pack.docs_per_block / resolved["sequences_per_block"]
-        need = max(
-            s.rows * plan.mixture_block / (c * docs_per_sample) for s, c in zip(sources, counts)
-        )
-        resolved["total_steps"] = max(1, math.ceil(plan.epochs * need / plan.global_batch_size))
-    manifest["fingerprint"] = hashlib.sha256(
-        json.dumps({"plan": manifest["plan"], "resolved": resolved}, sort_keys=True).encode()
-    ).hexdigest()[:32]
-    existing = storage.stat(path)
-    if existing.exists:
-        old = json.loads(storage.read_bytes(path))
-        if old.get("fingerprint") == manifest["fingerprint"] and exist_ok:
-            return Run(catalog, old)
-        raise InvalidPlan(
-            f"run {name!r} already exists in {catalog.root}"
-            + (" with a different plan or different resolved versions" if old.get("fingerprint") != manifest["fingerprint"] else "")
-            + "; pick another name"
-            + ("" if exist_ok else " or pass exist_ok=True to reopen an identical run")
-        )
-    storage.write_bytes_atomic(path, json.dumps(manifest, indent=1).encode())
-    return Run(catalog, manifest)
-
-
-def open_run(catalog: Catalog, name: str) -> "Run":
-    path = storage.join(_run_dir(catalog, name), "run.json")
-    if not storage.stat(path).exists:
-        runs = ", ".join(catalog.runs()) or "none"
-        raise RunNotFound(f"no run named {name!r} in catalog {catalog.root} (runs: {runs})")
-    return Run(catalog, json.loads(storage.read_bytes(path)))
 
 
 class Run:
@@ -204,7 +106,7 @@ class Run:
 
     @property
     def directory(self) -> str:
-        return _run_dir(self.catalog, self.name)
+        return run_dir(self.catalog, self.name)
 
     def version(self, source: int) -> DatasetVersion:
         """The pinned dataset version of source ``source``."""
@@ -247,13 +149,11 @@ class Run:
         """Note that from ``start_step`` on the run reads on ``world_size`` ranks (readers call this)."""
         self.check_world_size(world_size)
         history = self.world_size_history()
-        if storage.stat(self._world_sizes_path()).exists and any(
-            s.start_step == start_step and s.world_size == world_size for s in history
-        ) and history[-1].start_step <= start_step:
-            return
-        if not storage.stat(self._world_sizes_path()).exists and start_step == 0 and world_size == 1:
-            pass
-        storage.append_line(self._world_sizes_path(), json.dumps({"start_step": start_step, "world_size": world_size, "time": _now()}))
+        recorded = storage.stat(self._world_sizes_path()).exists
+        if recorded and self.world_size_at(start_step) == world_size and history[-1].start_step <= start_step:
+            return  # already in force, and no later span for this start to supersede
+        entry = {"start_step": start_step, "world_size": world_size, "time": now()}
+        storage.append_line(self._world_sizes_path(), json.dumps(entry))
 
     def check_world_size(self, world_size: int) -> None:
         if world_size < 1 or self.streams % world_size:
@@ -514,37 +414,7 @@ class Run:
         shows what this run would have read at that step had the source been
         that version (useful before swapping a version into a running job).
         """
-        swaps: dict[str, str] = {}
-        if "@" in other:
-            version = self.catalog.resolve(other)
-            swaps[version.name] = version.id
-        else:
-            other_run = self.catalog.run(other)
-            swaps = {s.dataset: s.version for s in other_run.sources}
-        if not any(s.dataset in swaps for s in self.sources):
-            datasets = ", ".join(s.dataset for s in self.sources)
-            raise InvalidPlan(f"{other!r} names no dataset of run {self.name} (its sources read: {datasets})")
-        sources = []
-        for source, plan_source in zip(self.sources, self.plan.sources):
-            if source.dataset not in swaps or swaps[source.dataset] == source.version:
-                sources.append(source.to_json())
-                continue
-            version = self.catalog.resolve(f"{source.dataset}@{swaps[source.dataset]}")
-            weight = source.weight if plan_source.weight is not None else float(version.rows)
-            chunk = self.plan.shuffle.chunk_size or _median_row_group(version) * self.plan.shuffle.chunk_row_groups
-            sources.append(
-                ResolvedSource(source.ref, version.name, version.id, version.rows, weight, max(1, min(chunk, version.rows))).to_json()
-            )
-        resolved = {
-            **self.manifest["resolved"],
-            "sources": sources,
-            "counts": apportion([s["weight"] for s in sources], self.plan.mixture_block),
-        }
-        manifest = {**self.manifest, "name": f"{self.name}~{other}", "resolved": resolved}
-        manifest["fingerprint"] = hashlib.sha256(
-            json.dumps({"plan": manifest["plan"], "resolved": resolved}, sort_keys=True).encode()
-        ).hexdigest()[:32]
-        return Run(self.catalog, manifest)
+        return Run(self.catalog, resolve_against(self, other))
 
     def reader(self, rank: int = 0, world_size: int = 1, **options: Any) -> "Reader":
         """The production iterator for one rank (see :class:`loaders.reader.Reader`)."""

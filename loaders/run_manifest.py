@@ -1,0 +1,160 @@
+"""Run manifests: a read plan resolved against the catalog (tags → version ids, order numbers), written once."""
+
+from __future__ import annotations
+
+import datetime as _dt
+import hashlib
+import json
+import math
+import statistics
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from . import storage
+from .catalog import Catalog, check_name
+from .errors import InvalidPlan, RunNotFound
+from .mixture import apportion
+from .plan import ReadPlan
+from .version import DatasetVersion
+
+if TYPE_CHECKING:
+    from .run import Run
+
+
+@dataclass(frozen=True)
+class ResolvedSource:
+    """A plan source pinned to one version, with the numbers the order needs."""
+
+    ref: str
+    dataset: str
+    version: str
+    rows: int
+    weight: float
+    chunk: int
+
+    def to_json(self) -> dict[str, Any]:
+        return self.__dict__.copy()
+
+
+
+def fingerprint(plan: dict[str, Any], resolved: dict[str, Any]) -> str:
+    """What a reader state is checked against: a hash of the plan and everything resolved from it."""
+    return hashlib.sha256(json.dumps({"plan": plan, "resolved": resolved}, sort_keys=True).encode()).hexdigest()[:32]
+
+
+def now() -> str:
+    """UTC time for manifests and logs."""
+    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+
+
+def median_row_group(version: DatasetVersion) -> int:
+    sizes = [n for shard in version.shards for n in shard.row_groups if n > 0]
+    return int(statistics.median(sizes)) if sizes else 1
+
+
+def run_dir(catalog: Catalog, name: str) -> str:
+    return catalog.path("runs", check_name("run", name))
+
+
+def create_run(catalog: Catalog, name: str, plan: ReadPlan, *, exist_ok: bool = False) -> "Run":
+    """Resolve ``plan`` against ``catalog`` and write the run manifest (see :meth:`Catalog.create_run`)."""
+    path = storage.join(run_dir(catalog, name), "run.json")
+    versions = [catalog.resolve(s.ref) for s in plan.sources]
+    weights = [float(s.weight) if s.weight is not None else float(v.rows) for s, v in zip(plan.sources, versions)]
+    for source, version in zip(plan.sources, versions):
+        if version.rows == 0:
+            raise InvalidPlan(f"source {source.ref} resolves to {version.ref}, which has no rows")
+    sources = []
+    for source, version, weight in zip(plan.sources, versions, weights):
+        chunk = plan.shuffle.chunk_size or median_row_group(version) * plan.shuffle.chunk_row_groups
+        sources.append(ResolvedSource(source.ref, version.name, version.id, version.rows, weight, max(1, min(chunk, version.rows))))
+    counts = apportion(weights, plan.mixture_block)
+    tokenizers: dict[str, str] = {}
+    all_transforms = list(plan.transforms) + [t for s in plan.sources for t in s.transforms]
+    for t in all_transforms:
+        for tok in t.tokenizer_names():
+            tokenizers[tok] = catalog.tokenizer_id(tok)
+    for version in versions:
+        if version.tokenizer:
+            tokenizers.setdefault(version.tokenizer, catalog.tokenizer_id(version.tokenizer))
+    resolved: dict[str, Any] = {
+        "sources": [s.to_json() for s in sources],
+        "counts": counts,
+        "tokenizers": tokenizers,
+        "sequences_per_block": None,
+        "total_steps": plan.steps,
+    }
+    manifest = {"format": "batchscope.run/1", "name": name, "created": now(), "plan": plan.to_json(), "resolved": resolved}
+    from .run import Run
+
+    run = Run(catalog, manifest)
+    if plan.pack is not None:
+        resolved["sequences_per_block"] = plan.pack.sequences_per_block or run._estimate_sequences_per_block()
+        run = Run(catalog, manifest)
+    if plan.epochs is not None:
+        docs_per_sample = 1.0
+        if plan.pack is not None:
+            docs_per_sample = plan.pack.docs_per_block / resolved["sequences_per_block"]
+        need = max(
+            s.rows * plan.mixture_block / (c * docs_per_sample) for s, c in zip(sources, counts)
+        )
+        resolved["total_steps"] = max(1, math.ceil(plan.epochs * need / plan.global_batch_size))
+    manifest["fingerprint"] = fingerprint(manifest["plan"], resolved)
+    existing = storage.stat(path)
+    if existing.exists:
+        old = json.loads(storage.read_bytes(path))
+        if old.get("fingerprint") == manifest["fingerprint"] and exist_ok:
+            return Run(catalog, old)
+        raise InvalidPlan(
+            f"run {name!r} already exists in {catalog.root}"
+            + (" with a different plan or different resolved versions" if old.get("fingerprint") != manifest["fingerprint"] else "")
+            + "; pick another name"
+            + ("" if exist_ok else " or pass exist_ok=True to reopen an identical run")
+        )
+    storage.write_bytes_atomic(path, json.dumps(manifest, indent=1).encode())
+    return Run(catalog, manifest)
+
+
+def open_run(catalog: Catalog, name: str) -> "Run":
+    path = storage.join(run_dir(catalog, name), "run.json")
+    if not storage.stat(path).exists:
+        runs = ", ".join(catalog.runs()) or "none"
+        raise RunNotFound(f"no run named {name!r} in catalog {catalog.root} (runs: {runs})")
+    from .run import Run
+
+    return Run(catalog, json.loads(storage.read_bytes(path)))
+
+
+
+def resolve_against(run: "Run", other: str) -> dict[str, Any]:
+    """The manifest of ``run``'s plan re-resolved with sources swapped (see :meth:`Run.against`); not written."""
+    swaps: dict[str, str] = {}
+    if "@" in other:
+        version = run.catalog.resolve(other)
+        swaps[version.name] = version.id
+    else:
+        other_run = run.catalog.run(other)
+        swaps = {s.dataset: s.version for s in other_run.sources}
+    if not any(s.dataset in swaps for s in run.sources):
+        datasets = ", ".join(s.dataset for s in run.sources)
+        raise InvalidPlan(f"{other!r} names no dataset of run {run.name} (its sources read: {datasets})")
+    sources = []
+    for source, plan_source in zip(run.sources, run.plan.sources):
+        if source.dataset not in swaps or swaps[source.dataset] == source.version:
+            sources.append(source.to_json())
+            continue
+        version = run.catalog.resolve(f"{source.dataset}@{swaps[source.dataset]}")
+        weight = source.weight if plan_source.weight is not None else float(version.rows)
+        chunk = run.plan.shuffle.chunk_size or median_row_group(version) * run.plan.shuffle.chunk_row_groups
+        sources.append(
+            ResolvedSource(source.ref, version.name, version.id, version.rows, weight, max(1, min(chunk, version.rows))).to_json()
+        )
+    resolved = {
+        **run.manifest["resolved"],
+        "sources": sources,
+        "counts": apportion([s["weight"] for s in sources], run.plan.mixture_block),
+    }
+    manifest = {**run.manifest, "name": f"{run.name}~{other}", "resolved": resolved}
+    manifest["fingerprint"] = fingerprint(manifest["plan"], resolved)
+    return manifest
+
