@@ -5,6 +5,8 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 
+from typing import Callable, Hashable
+
 from loaders import Batch, Catalog, Run
 
 
@@ -16,8 +18,10 @@ class RunCache:
     (which ``run.world_size_at`` re-reads) can change what a URL resolves to.
     """
 
-    def __init__(self, *, batches: int = 64) -> None:
+    def __init__(self, *, batches: int = 64, pages: int = 128) -> None:
         self._runs: dict[str, Run] = {}
+        self._pages: OrderedDict[Hashable, bytes] = OrderedDict()
+        self._page_capacity = pages
         self._batches: OrderedDict[tuple[str, str, int, int, int], Batch] = OrderedDict()
         self._capacity = batches
         self._lock = threading.Lock()
@@ -48,3 +52,21 @@ class RunCache:
             while len(self._batches) > self._capacity:
                 self._batches.popitem(last=False)
         return batch
+
+    def page(self, key: Hashable, render: Callable[[], bytes | None]) -> bytes | None:
+        """A rendered page body by ``key`` (which must name everything the page shows), else ``render()``'s.
+
+        ``render`` returns ``None`` for an answer that must not be kept (an error).
+        """
+        with self._lock:
+            body = self._pages.get(key)
+            if body is not None:
+                self._pages.move_to_end(key)
+                return body
+        body = render()
+        if body is not None:
+            with self._lock:
+                self._pages[key] = body
+                while len(self._pages) > self._page_capacity:
+                    self._pages.popitem(last=False)
+        return body

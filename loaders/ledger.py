@@ -155,6 +155,11 @@ class Ledger:
                         current.values.update(data.get("metrics", {}))
             self._entries, self._metrics, self._signature = entries, metrics, signature
 
+    def signature(self) -> tuple[tuple[str, int], ...]:
+        """Names and sizes of the ledger files: changes whenever anything is appended (for caches)."""
+        self._refresh()
+        return self._signature
+
     def entry(self, step: int, rank: int, world_size: int) -> LedgerEntry | None:
         """The last entry a rank recorded for ``step`` under ``world_size``."""
         self._refresh()

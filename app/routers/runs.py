@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Annotated
 
 from fastapi import APIRouter, Path, Query, Request
-from fastapi.responses import RedirectResponse, Response
+from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
 from loaders.catalog import check_name
 
@@ -13,7 +13,7 @@ from .. import urls
 from ..deps import CatalogDep, FlagsDep, RunsDep, SettingsDep
 from ..pages.runs import run_page
 from ..pages.steps import input_fragment, rank_page, step_page
-from ..responses import VARY, respond
+from ..responses import VARY, respond, wants_fragment, wants_json
 from ..routing import canonical, page
 
 router = APIRouter(tags=["runs"])
@@ -59,12 +59,35 @@ def rank(
     ] = None,
 ) -> Response:
     check_name("run", run)
-    data = rank_page(
-        catalog, runs, flags, run, step, rank,
-        token_threshold=settings.token_fragment_threshold, collapse_chars=settings.text_collapse_chars,
-        against=against or None,
+
+    def build() -> Response:
+        data = rank_page(
+            catalog, runs, flags, run, step, rank,
+            token_threshold=settings.token_fragment_threshold, collapse_chars=settings.text_collapse_chars,
+            against=against or None,
+        )
+        return respond(request, data, template="rank.html", block="samples")
+
+    if wants_json(request) or wants_fragment(request):
+        return build()
+    # The whole page is a function of the run, the step, the ledger, the world sizes and the flags: keep it while
+    # none of them changes (a shared link to one step is opened by many people).
+    opened = runs.run(catalog, run)
+    key = (
+        "rank", run, opened.fingerprint, step, rank, against, opened.ledger.signature(),
+        tuple((s.start_step, s.world_size) for s in opened.world_size_history()), flags.count(),
     )
-    return respond(request, data, template="rank.html", block="samples")
+    built: list[Response] = []
+
+    def render() -> bytes | None:
+        response = build()
+        built.append(response)
+        return bytes(response.body) if response.status_code == 200 else None
+
+    body = runs.page(key, render)
+    if built:
+        return built[0]
+    return HTMLResponse(body, headers=VARY)
 
 
 @page(

@@ -173,3 +173,22 @@ def test_against_a_version_shows_what_changes(runs_client, runs_catalog):
     assert data["changed"] == sum(1 for c in data["samples"] if c["status"] != "same")
     dom = soup(runs_client.get("/runs/pretrain/steps/3/ranks/0?against=docs@v2"))
     assert len(dom.select("tr.comparison")) == len(data["samples"])
+
+
+def test_a_kept_rank_page_follows_new_flags_and_ledger_lines(runs_catalog, tmp_path):
+    copy = tmp_path / "catalog"
+    shutil.copytree(runs_catalog.root, copy)
+    client = TestClient(create_app(Settings(root=str(copy), flags_path=str(tmp_path / "f.sqlite"))))
+    url = "/runs/pretrain/steps/8/ranks/0"
+    first = client.get(url)
+    assert client.get(url).text == first.text  # served again from the page cache
+    form = soup(first).select("form.flag-form")[1]
+    fields = {i["name"]: i["value"] for i in form.select("input[type=hidden]")}
+    assert client.post("/flags", data={**fields, "note": "spike here", "tags": ""}, headers={"HX-Request": "true"}).status_code == 200
+    flagged = soup(client.get(url))
+    assert "spike here" in flagged.select("form.flag-form")[1].get_text()
+    run = Catalog(copy).run("pretrain")
+    writer = run.ledger.writer(0, 1, flush_seconds=0)
+    writer.log(8, loss=123.456)
+    writer.close()
+    assert "loss 123.4560" in soup(client.get(url)).select_one(".page-head .facts").get_text()
