@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable, Hashable, Protocol
 
 from fastapi import Request
 from fastapi.responses import HTMLResponse, JSONResponse, Response
@@ -55,3 +55,25 @@ def respond(
     else:
         html = templates.render(template, context)
     return HTMLResponse(html, status_code=status, headers=extra)
+
+
+class PageStore(Protocol):
+    """Somewhere rendered pages are kept by key (``app.run_cache.RunCache.page``)."""
+
+    def page(self, key: Hashable, render: Callable[[], bytes | None]) -> bytes | None: ...
+
+
+def kept(store: PageStore, key: Hashable, build: Callable[[], Response]) -> Response:
+    """``build()``'s page, or the same page kept under ``key`` — which must name everything the page shows.
+
+    Only successful (200) pages are kept.
+    """
+    built: list[Response] = []
+
+    def render() -> bytes | None:
+        response = build()
+        built.append(response)
+        return bytes(response.body) if response.status_code == 200 else None
+
+    body = store.page(key, render)
+    return built[0] if built else HTMLResponse(body, headers=VARY)

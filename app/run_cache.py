@@ -11,7 +11,7 @@ from loaders import Batch, Catalog, Run
 
 
 class RunCache:
-    """Open runs by name and the last few batches computed from them.
+    """Open runs by name, the last few batches computed from them, and rendered pages kept by key.
 
     A run's batch is a pure function of its manifest, step, rank and world
     size, so a cached batch is never stale; only the world-size history

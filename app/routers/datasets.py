@@ -11,10 +11,10 @@ from loaders import Catalog, DatasetVersion
 from loaders.catalog import check_name
 
 from .. import urls
-from ..deps import CatalogDep, FlagsDep, SettingsDep
+from ..deps import CatalogDep, FlagsDep, RunsDep, SettingsDep
 from ..pages.datasets import dataset_page, version_page
 from ..pages.sample import sample_page
-from ..responses import VARY, respond
+from ..responses import VARY, kept, respond, wants_fragment, wants_json
 from ..routing import canonical, page
 
 router = APIRouter(tags=["datasets"])
@@ -45,6 +45,7 @@ def version(
     version: str,
     catalog: CatalogDep,
     settings: SettingsDep,
+    pages: RunsDep,
     start: Cursor = None,
     end: Cursor = None,
     q: Annotated[str | None, Query(max_length=1000, description="Text to search for (case-insensitive).")] = None,
@@ -53,17 +54,25 @@ def version(
     found = resolve(request, catalog, name, version, lambda v: urls.version(name, v))
     if isinstance(found, Response):
         return found
-    data = version_page(
-        catalog,
-        found,
-        start=start,
-        end=end,
-        q=q or None,
-        column=column or None,
-        page_size=settings.page_size,
-        search_seconds=settings.search_seconds,
-    )
-    return respond(request, data, template="version.html", block="rows")
+
+    def build() -> Response:
+        data = version_page(
+            catalog,
+            found,
+            start=start,
+            end=end,
+            q=q or None,
+            column=column or None,
+            page_size=settings.page_size,
+            search_seconds=settings.search_seconds,
+        )
+        return respond(request, data, template="version.html", block="rows")
+
+    if q or wants_json(request) or wants_fragment(request):
+        return build()
+    # A version never changes; only its tags can move, so they are part of the key.
+    key = ("version", name, found.id, start, end, column, tuple(sorted(catalog.tags(name).items())))
+    return kept(pages, key, build)
 
 
 @page(router, "/datasets/{name}/versions/{version}/samples/{key:path}", summary="One sample: every field by kind")

@@ -2,20 +2,19 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Callable
+from typing import Annotated
 
 from fastapi import APIRouter, Path, Query, Request
-from fastapi.responses import HTMLResponse, RedirectResponse, Response
+from fastapi.responses import RedirectResponse, Response
 
 from loaders import Run
 from loaders.catalog import check_name
 
 from .. import urls
 from ..deps import CatalogDep, FlagsDep, RunsDep, SettingsDep
-from ..run_cache import RunCache
 from ..pages.runs import run_page
 from ..pages.steps import input_fragment, rank_page, step_page
-from ..responses import VARY, respond, wants_fragment, wants_json
+from ..responses import VARY, kept, respond, wants_fragment, wants_json
 from ..routing import canonical, page
 
 router = APIRouter(tags=["runs"])
@@ -46,7 +45,7 @@ def step(request: Request, run: str, step: Step, catalog: CatalogDep, runs: Runs
         return respond(request, step_page(catalog, runs, run, step), template="step.html")
     opened = runs.run(catalog, run)
     key = ("step", run, opened.fingerprint, step, *_ledger_state(opened))
-    return _kept(runs, key, lambda: respond(request, step_page(catalog, runs, run, step), template="step.html"))
+    return kept(runs, key, lambda: respond(request, step_page(catalog, runs, run, step), template="step.html"))
 
 
 @page(router, "/runs/{run}/steps/{step}/ranks/{rank}", summary="Exactly what one rank consumed at one step")
@@ -80,25 +79,12 @@ def rank(
     # none of them changes (a shared link to one step is opened by many people).
     opened = runs.run(catalog, run)
     key = ("rank", run, opened.fingerprint, step, rank, against, *_ledger_state(opened), flags.count())
-    return _kept(runs, key, build)
+    return kept(runs, key, build)
 
 
 def _ledger_state(run: Run) -> tuple[object, ...]:
     """What of a run can change after it is created: its ledger and its world-size history."""
     return run.ledger.signature(), tuple((s.start_step, s.world_size) for s in run.world_size_history())
-
-
-def _kept(runs: RunCache, key: tuple[object, ...], build: Callable[[], Response]) -> Response:
-    """``build()``'s page, or the same page kept under ``key`` (only successful pages are kept)."""
-    built: list[Response] = []
-
-    def render() -> bytes | None:
-        response = build()
-        built.append(response)
-        return bytes(response.body) if response.status_code == 200 else None
-
-    body = runs.page(key, render)
-    return built[0] if built else HTMLResponse(body, headers=VARY)
 
 
 @page(
