@@ -160,48 +160,16 @@ def _hash_range(uri: str, start: int, end: int) -> str:
     return h.hexdigest()[:32]
 
 
-class _SparseFile(io.RawIOBase):
-    """A read-only file of ``size`` bytes of which only some (verified) ranges are present."""
-
-    def __init__(self, size: int, ranges: list[tuple[int, bytes]]) -> None:
-        super().__init__()
-        self._size = size
-        self._ranges = ranges
-        self._pos = 0
-
-    def readable(self) -> bool:
-        return True
-
-    def seekable(self) -> bool:
-        return True
-
-    def tell(self) -> int:
-        return self._pos
-
-    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
-        base = {io.SEEK_SET: 0, io.SEEK_CUR: self._pos, io.SEEK_END: self._size}[whence]
-        self._pos = base + offset
-        return self._pos
-
-    def readinto(self, buffer: bytearray | memoryview) -> int:  # type: ignore[override]
-        want = min(len(buffer), self._size - self._pos)
-        if want <= 0:
-            return 0
-        for start, data in self._ranges:
-            if start <= self._pos < start + len(data):
-                piece = data[self._pos - start : self._pos - start + want]
-                buffer[: len(piece)] = piece
-                self._pos += len(piece)
-                return len(piece)
-        raise OSError(f"byte {self._pos} lies outside the verified segments")
-
-
-def _owned(table: pa.Table) -> pa.Table:
-    """A copy of ``table`` in Arrow-allocated memory (concatenation copies every buffer, nested ones included)."""
-    if table.num_rows == 0:
-        return table
-    columns = [pa.concat_arrays(table.column(i).chunks) for i in range(table.num_columns)]
-    return pa.Table.from_arrays(columns, schema=table.schema)
+def _owned(table: pa.Table, source: pa.Buffer) -> pa.Table:
+    """``table``, copied if any of its buffers points into ``source`` (which must not stay pinned by a cached table)."""
+    low, high = source.address, source.address + source.size
+    for column in table.columns:
+        for chunk in column.chunks:
+            if any(b is not None and low <= b.address < high for b in chunk.buffers()):
+                return pa.Table.from_arrays([pa.concat_arrays(c.chunks) for c in table.columns], schema=table.schema)
+    if any(column.num_chunks != 1 for column in table.columns):
+        return table.combine_chunks()
+    return table
 
 
 class OpenShard:
@@ -232,24 +200,27 @@ class OpenShard:
         """Fetch, verify and decode one row group."""
         segment = self._segment_of(row_group)
         start, end = self.shard.boundaries[segment], self.shard.boundaries[segment + 1]
-        data = storage.read_range(self.shard.uri, start, end - start)
-        if len(data) != end - start or _digest(data) != self.shard.segment_digests[segment]:
+        # Arrow decodes natively from one buffer standing for the whole file in which only the verified segment
+        # and footer are filled in. The allocation is virtual (only the pages written become resident), and the
+        # verified footer names exactly which bytes each column chunk occupies, so nothing else is ever read.
+        # The bytes land in Arrow-owned memory: tables pointing into Python memory can abort the interpreter.
+        sparse = pa.allocate_buffer(self.shard.size)
+        view = memoryview(sparse).cast("B")
+        segment_view = view[start:end]
+        got = storage.read_range_into(self.shard.uri, start, segment_view)
+        if got != end - start or _digest(segment_view) != self.shard.segment_digests[segment]:
             storage.evict(self.shard.uri, start, end - start)  # a bad cached copy must not stick
             raise ChecksumMismatch(
                 f"{self.where}: row group {row_group} of shard {self.shard.uri} (bytes {start}-{end}) "
                 "does not match its registered checksum"
             )
-        # Decode from exactly the verified bytes. (A Python file object, not a memory map wrapped in an Arrow
-        # buffer: tables that referenced Python-owned memory could abort the interpreter at exit.)
-        sparse = _SparseFile(self.shard.size, [(start, data), (self._footer_start, self._footer)])
+        view[self._footer_start :] = self._footer
         try:
-            parquet = pq.ParquetFile(pa.PythonFile(sparse, mode="r"), metadata=self.metadata, pre_buffer=False)
-            table = parquet.read_row_group(row_group, columns=columns)
+            parquet = pq.ParquetFile(pa.BufferReader(sparse), metadata=self.metadata, pre_buffer=False)
+            table = parquet.read_row_group(row_group, columns=columns, use_threads=False)
         except Exception as exc:
             raise CorruptData(f"{self.where}: row group {row_group} of shard {self.shard.uri} cannot be decoded: {exc}") from exc
-        # Own the memory: decoded columns may be zero-copy views of the Python bytes read above, and an Arrow
-        # buffer that still points into Python memory when the interpreter exits can abort it.
-        table = _owned(table)
+        table = _owned(table, sparse)
         expected = self.shard.row_groups[row_group]
         if table.num_rows != expected:  # a footer that lies about row counts would shift every row after it
             raise CorruptData(

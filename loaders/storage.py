@@ -183,6 +183,31 @@ def read_range(uri: str, offset: int, length: int, *, cache: bool = True) -> byt
     )
 
 
+def read_range_into(uri: str, offset: int, target: memoryview) -> int:
+    """Fill ``target`` with the bytes at ``offset`` (like :func:`read_range`, without an intermediate copy).
+
+    Returns how many bytes were read: fewer than ``len(target)`` only when the
+    file ends first. Remote files go through :func:`read_range` and its cache.
+    """
+    uri = normalize(uri)
+    if is_remote(uri):
+        data = read_range(uri, offset, len(target))
+        target[: len(data)] = data
+        return len(data)
+    _, path = resolve(uri)
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        done = 0
+        while done < len(target):
+            got = os.preadv(fd, [target[done:]], offset + done)
+            if got == 0:
+                break
+            done += got
+        return done
+    finally:
+        os.close(fd)
+
+
 def evict(uri: str, offset: int, length: int) -> bool:
     """Forget a cached range, e.g. when its bytes failed their checksum, so the next read fetches it again."""
     uri = normalize(uri)
