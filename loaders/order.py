@@ -17,6 +17,7 @@ consecutive epochs at a time, so every stream always has records to draw.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -53,6 +54,26 @@ class SourceOrder:
         span = self.repeats * self.rows
         return stream * span // self.streams, (stream + 1) * span // self.streams
 
+    def window_of(self, stream: int, j: Any, length: int) -> tuple[Any, Any]:
+        """``(start, size)`` of the shuffle window holding position ``j`` of ``stream``'s part (ints or arrays).
+
+        Windows are ``window × chunk`` positions wide, and stream ``k``'s grid
+        is shifted by ``k/K`` of a width (its first window is shorter), so the
+        streams of a reader move to new row groups at different steps instead
+        of all at once: decoding stays spread evenly over the run.
+        """
+        width = self.window * self.chunk
+        offset = stream * width // self.streams
+        shifted = j + offset
+        start = shifted // width * width - offset
+        end = start + width
+        if isinstance(start, np.ndarray):
+            start = np.maximum(start, 0)
+            end = np.minimum(end, length)
+        else:
+            start, end = max(start, 0), min(end, length)
+        return start, end - start
+
     def epoch_record(self, epoch: int, position: int) -> int:
         """The record at ``position`` of ``epoch``'s chunk-shuffled sequence."""
         slot, offset = divmod(position, self.chunk)
@@ -66,9 +87,7 @@ class SourceOrder:
         length = hi - lo
         layout, j = divmod(draw, length)
         if self.shuffle:
-            width = self.window * self.chunk
-            start = j // width * width
-            size = min(width, length - start)
+            start, size = self.window_of(stream, j, length)
             j = start + permutation(size, self.seed, "window", self.source, stream, layout, start)(j - start)
         position = lo + j
         epoch = layout * self.repeats + position // self.rows
@@ -81,11 +100,9 @@ class SourceOrder:
         length = hi - lo
         layout, j = np.divmod(draws, length)
         if self.shuffle:
-            width = self.window * self.chunk
-            start = j // width * width
-            for lay, begin in set(zip(layout.tolist(), start.tolist())):
-                mask = (layout == lay) & (start == begin)
-                size = min(width, length - begin)
+            starts, sizes = self.window_of(stream, j, length)
+            for lay, begin, size in set(zip(layout.tolist(), starts.tolist(), sizes.tolist())):
+                mask = (layout == lay) & (starts == begin)
                 j[mask] = begin + permutation(size, self.seed, "window", self.source, stream, lay, begin).map(j[mask] - begin)
         position = lo + j
         epochs = layout * self.repeats + position // self.rows

@@ -12,8 +12,14 @@ from functools import lru_cache
 
 import numpy as np
 
+from .cache import ByteLRU
+
 _M64 = (1 << 64) - 1
 _ROUNDS = 6
+#: Permutations up to this size are tabulated when a call asks for at least 1/_TABLE_USE of them.
+_TABLE_MAX = 1 << 17
+_TABLE_USE = 32
+_TABLES: ByteLRU[np.ndarray] = ByteLRU(budget=32 << 20, size_of=lambda table: table.nbytes)
 
 
 def derive_key(*parts: object) -> int:
@@ -101,12 +107,24 @@ class Permutation:
         return x
 
     def map(self, indices: np.ndarray) -> np.ndarray:
-        """Vectorized ``self(i)`` over an integer array."""
+        """Vectorized ``self(i)`` over an integer array.
+
+        When many indices of a small permutation are asked for (a reader
+        drawing a shuffle window), the whole permutation is computed once into
+        a table kept in a small, byte-bounded cache: O(1) memory still, since
+        the table size is capped independently of the dataset.
+        """
         idx = np.asarray(indices, dtype=np.int64)
         if idx.size and (idx.min() < 0 or idx.max() >= self.n):
             raise IndexError(f"indices outside permutation of size {self.n}")
         if self.n <= 1:
             return np.zeros_like(idx)
+        if self.n <= _TABLE_MAX and idx.size * _TABLE_USE >= self.n:
+            table = _TABLES.get_or_make((self.n, self.key), lambda: self._compute(np.arange(self.n, dtype=np.int64)).astype(np.int32))
+            return table[idx].astype(np.int64)
+        return self._compute(idx)
+
+    def _compute(self, idx: np.ndarray) -> np.ndarray:
         half = np.uint64(self._half)
         mask = np.uint64(self._mask)
         keys = [np.uint64(k) for k in self._round_keys]
@@ -124,6 +142,11 @@ class Permutation:
                 x[pending] = encrypt(x[pending])
                 pending = x >= np.uint64(self.n)
         return x.astype(np.int64)
+
+
+#: splitmix64's finalizer, for other modules that need a cheap, stable 64-bit mix (digests).
+mix64 = _mix
+mix64_array = _mix_np
 
 
 @lru_cache(maxsize=4096)

@@ -84,3 +84,18 @@ def test_vectorized_records_equal_scalar(rows, chunk, streams, window, shuffle, 
         draws = np.arange(start, start + count)
         records, epochs = order.records(stream, draws)
         assert list(zip(records.tolist(), epochs.tolist())) == [order.record(stream, int(d)) for d in draws]
+
+
+def test_streams_change_windows_at_different_positions():
+    """Stream k's window grid is shifted by k/K of a window, so a reader's streams never all switch row groups at once."""
+    order = SourceOrder(10_000, 10, 4, 2, 0, 0, True)
+    width = 20
+    for stream in range(4):
+        first = order.window_of(stream, 0, 2500)
+        assert first == (0, width - stream * width // 4)
+        start, size = order.window_of(stream, first[1], 2500)
+        assert (start, size) == (first[1], width)
+    import numpy as np
+
+    starts, sizes = order.window_of(3, np.arange(2500), 2500)
+    assert starts.min() == 0 and (starts + sizes).max() == 2500 and set(sizes.tolist()) <= {5, 20, 15}
