@@ -86,6 +86,11 @@ class ByteLRU(Generic[V]):
     def __len__(self) -> int:
         return len(self._items)
 
+    def __contains__(self, key: Hashable) -> bool:
+        """Whether ``key`` is cached or being made (without counting a hit or a miss or refreshing it)."""
+        with self._lock:
+            return key in self._items or key in self._making
+
     def clear(self) -> None:
         with self._lock:
             self._items.clear()

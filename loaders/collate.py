@@ -34,11 +34,11 @@ def collate_numpy(batch: Batch) -> dict[str, Any]:
         "index": np.asarray(batch.indices, dtype=np.int64),
         "key": batch.keys,
     }
-    if not batch.samples:
+    inputs = batch.inputs
+    if not inputs:
         return out
-    fields = list(batch.samples[0].inputs)
-    for name in fields:
-        values = [s.inputs.get(name) for s in batch.samples]
+    for name in list(inputs[0]):
+        values = [i.get(name) for i in inputs]
         if name in _SKIP:
             out[name] = values
             continue

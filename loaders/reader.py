@@ -16,13 +16,34 @@ if TYPE_CHECKING:
 STATE_FORMAT = "batchscope.reader/1"
 
 
+#: Samples per background task for plans whose samples are plain records (larger tasks amortize the order
+#: arithmetic and keep the decoder busy); plans with transforms or packing compute 8 steps per task.
+TASK_SAMPLES = 4096
+
+
+def default_steps_per_task(run: "Run", world_size: int) -> int:
+    """How many consecutive steps one background task computes, by default."""
+    plan = run.plan
+    if plan.pack is None and not plan.document_transforms and not any(s.transforms for s in plan.sources):
+        return max(1, min(256, TASK_SAMPLES * world_size // run.global_batch_size))
+    return 8
+
+
 class Reader:
     """Iterate the batches rank ``rank`` of ``world_size`` reads, from ``start_step`` on.
 
-    Batches are computed ahead by ``prefetch`` background threads with the
-    same function as :meth:`Run.batch`; each batch is recorded in the ledger
-    as it is handed out. ``state_dict()`` is tiny and ``load_state_dict()``
-    resumes in O(1) at any world size the plan allows.
+    Batches are computed ahead, in tasks of ``steps_per_task`` consecutive
+    steps (up to ``prefetch`` tasks in flight on ``threads`` background
+    threads), with the same function as :meth:`Run.batch`; while a task is
+    assembled, a decoder pool already reads, verifies and decodes the row
+    groups of the next one. Each batch is recorded in the ledger as it is
+    handed out. ``state_dict()`` is tiny and ``load_state_dict()`` resumes in
+    O(1) at any world size the plan allows; the first tasks after a start or
+    resume are short (1, 2, 4... steps), so the first batch comes quickly.
+
+    Training loops that only need the records or collated arrays should use
+    ``batch.records`` / ``batch.inputs`` / :meth:`numpy`: ``batch.samples``
+    makes one ``Sample`` object per sample on first access.
 
     >>> with run.reader(rank=0, world_size=2) as reader:   # doctest: +SKIP
     ...     for batch in reader:
@@ -39,8 +60,8 @@ class Reader:
         start_step: int = 0,
         end_step: int | None = None,
         prefetch: int = 2,
-        threads: int = 2,
-        steps_per_task: int = 8,
+        threads: int = 1,
+        steps_per_task: int | None = None,
         ledger: bool = True,
         worker: int = 0,
         num_workers: int = 1,
@@ -60,7 +81,7 @@ class Reader:
         self.worker = worker
         self.num_workers = num_workers
         self._threads = threads
-        self.steps_per_task = max(1, steps_per_task)
+        self.steps_per_task = max(1, steps_per_task if steps_per_task is not None else default_steps_per_task(run, world_size))
         self._pool: cf.ThreadPoolExecutor | None = None
         self._pending: collections.deque[tuple[int, cf.Future[Batch]]] = collections.deque()
         self._ledger_enabled = ledger
@@ -106,6 +127,13 @@ class Reader:
         (aligned blocks), so workers together deliver every step exactly once.
         """
         size = self.steps_per_task
+        if self.num_workers == 1:  # ramp up: the first batch after a start or resume comes from a one-step task
+            step, ramp = self.next_step, 1
+            while step < self.end_step:
+                stop = min(step + ramp, self.end_step)
+                yield range(step, stop)
+                step, ramp = stop, min(ramp * 2, size)
+            return
         block = self.next_step // size
         while block * size < self.end_step:
             if block % self.num_workers == self.worker:
@@ -126,9 +154,10 @@ class Reader:
         if self.prefetch:
             self._pool = cf.ThreadPoolExecutor(max_workers=self._threads, thread_name_prefix="batchscope-read")
 
-    def _compute(self, steps: range) -> list[Batch]:
-        world_size = self.world_size
-        return self.run.batches(steps, self.rank, world_size=world_size)
+    def _compute(self, steps: range, ahead: range | None = None) -> list[Batch]:
+        if ahead is not None:  # let the decoder start on the next task's row groups while this one is assembled
+            self.run.prefetch(ahead, self.rank, world_size=self.world_size)
+        return self.run.batches(steps, self.rank, world_size=self.world_size)
 
     def _drain(self) -> None:
         while self._pending:
@@ -139,12 +168,18 @@ class Reader:
         self._start()
         tasks = self._my_tasks()
         if self._pool is None:
-            for steps in tasks:
-                for batch in self._compute(steps):
+            steps = next(tasks, None)
+            while steps is not None:
+                ahead = next(tasks, None)
+                for batch in self._compute(steps, ahead):
                     yield self._deliver(batch)
+                steps = ahead
             return
-        for steps in tasks:
-            self._pending.append((steps.start, self._pool.submit(self._compute, steps)))
+        steps = next(tasks, None)
+        while steps is not None:
+            ahead = next(tasks, None)
+            self._pending.append((steps.start, self._pool.submit(self._compute, steps, ahead)))
+            steps = ahead
             if len(self._pending) > self.prefetch:
                 for batch in self._pending.popleft()[1].result():
                     yield self._deliver(batch)

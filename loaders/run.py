@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import threading
 from collections import OrderedDict
@@ -12,12 +13,14 @@ from typing import TYPE_CHECKING, Any, Iterator
 import numpy as np
 
 from . import storage
-from .batch import Address, Batch, Document, Sample
+from .batch import Address, Batch, Document, Sample, SampleColumns, SourceRef, made_inputs
+from .digests import document_hashes, made_hash, sample_digests, version_hash
 from .catalog import Catalog
 from .errors import InvalidPlan, RankOutOfRange, StepOutOfRange
 from .mixture import Mixture
 from .order import SourceOrder
 from .plan import ReadPlan
+from .records import Record
 from .run_manifest import ResolvedSource, now, resolve_against, run_dir
 from .transforms import Context, PackedSequence, Transform, pack_block
 from .version import DatasetVersion
@@ -35,6 +38,31 @@ class WorldSizeSpan:
 
     start_step: int
     world_size: int
+
+
+@dataclass(frozen=True)
+class _Documents:
+    """Documents read for a range of draws, as parallel columns."""
+
+    sources: np.ndarray
+    epochs: np.ndarray
+    draws: np.ndarray
+    shards: np.ndarray
+    rows: np.ndarray
+    records: list[Record]
+
+    @staticmethod
+    def concat(parts: list["_Documents"]) -> "_Documents":
+        if len(parts) == 1:
+            return parts[0]
+        return _Documents(
+            *(np.concatenate([getattr(p, name) for p in parts]) for name in ("sources", "epochs", "draws", "shards", "rows")),
+            [r for p in parts for r in p.records],
+        )
+
+
+def _key_column(column: str, record: Record) -> str:
+    return str(record[column])
 
 
 @dataclass
@@ -89,6 +117,7 @@ class Run:
         self._blocks: OrderedDict[tuple[int, int], tuple[list[PackedSequence], list[Document]]] = OrderedDict()
         self._lock = threading.Lock()
         self._ledger: "Ledger | None" = None
+        self._refs: list[SourceRef] | None = None
 
     # -- description ------------------------------------------------------------
     @property
@@ -190,45 +219,71 @@ class Run:
             shard_uri=shard_uri,
         )
 
-    def draws(self, stream: int, counters: range) -> list[tuple[int, int, int, int]]:
-        """``(counter, source, record index, epoch)`` for documents ``counters`` of ``stream`` (vectorized :meth:`draw`)."""
+    def draws(self, stream: int, counters: range) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(sources, record indices, epochs)`` of documents ``counters`` of ``stream`` (vectorized :meth:`draw`)."""
         positions = np.arange(counters.start, counters.stop, dtype=np.int64) + self._phase[stream]
         sources, n = self.mixture.draw_many(positions)
-        out: list[tuple[int, int, int, int]] = [(0, 0, 0, 0)] * len(positions)
-        for source in set(sources.tolist()):
-            picked = np.flatnonzero(sources == source)
-            draws = n[picked] - self._base[stream][source]
-            records, epochs = self.orders[source].records(stream, draws)
-            for i, record, epoch in zip(picked.tolist(), records.tolist(), epochs.tolist()):
-                out[i] = (counters.start + i, source, record, epoch)
+        records = np.empty(len(positions), dtype=np.int64)
+        epochs = np.empty(len(positions), dtype=np.int64)
+        for source in np.unique(sources).tolist():
+            picked = sources == source
+            records[picked], epochs[picked] = self.orders[source].records(stream, n[picked] - self._base[stream][source])
+        return sources, records, epochs
+
+    def _read(self, stream: int, counters: range) -> _Documents:
+        """Read documents ``counters`` of ``stream`` as columns (each row group read and converted once)."""
+        sources, indices, epochs = self.draws(stream, counters)
+        shards = np.empty_like(indices)
+        rows = np.empty_like(indices)
+        present = np.unique(sources).tolist()
+        if len(present) == 1:
+            version = self.version(present[0])
+            shards, rows = version.locate_arrays(indices)
+            records = version.read_indices(indices)
+        else:
+            slots: list[Record | None] = [None] * len(indices)
+            for source in present:
+                picked = np.flatnonzero(sources == source)
+                version = self.version(source)
+                shards[picked], rows[picked] = version.locate_arrays(indices[picked])
+                for p, record in zip(picked.tolist(), version.read_indices(indices[picked])):
+                    slots[p] = record
+            records = slots  # type: ignore[assignment]
+        draws = np.arange(counters.start, counters.stop, dtype=np.int64)
+        return _Documents(sources, epochs, draws, shards, rows, records)
+
+    def _documents(self, stream: int, counters: range) -> list[Document]:
+        """Documents ``counters`` of ``stream`` as objects (the packing path needs them one by one)."""
+        read = self._read(stream, counters)
+        refs = self.source_refs
+        out = []
+        for source, epoch, draw, shard, row, record in zip(
+            read.sources.tolist(), read.epochs.tolist(), read.draws.tolist(), read.shards.tolist(), read.rows.tolist(), read.records
+        ):
+            ref = refs[source]
+            out.append(Document(source, ref.name, ref.key_of(record), Address(ref.dataset, ref.version, shard, row), epoch, record, None, draw))
         return out
 
-    def _documents(self, stream: int, counters: range, *, index: int | None = None) -> list[Document]:
-        """Read documents ``counters`` of ``stream`` (reads grouped per row group)."""
-        draws = self.draws(stream, counters)
-        by_source: dict[int, list[int]] = {}
-        for position, (_, source, _, _) in enumerate(draws):
-            by_source.setdefault(source, []).append(position)
-        documents: list[Document | None] = [None] * len(draws)
-        for source, positions in by_source.items():
-            version = self.version(source)
-            located = version.locate_many([draws[p][2] for p in positions])
-            fetched = version.read_many(located)
-            name, version_id, ref, key = version.name, version.id, self.sources[source].ref, version.key
-            for p, (shard, row), record in zip(positions, located, fetched):
-                counter, _, _, epoch = draws[p]
-                documents[p] = Document(
-                    source, ref, str(record[key]) if key is not None else version.key_of(record),
-                    Address(name, version_id, shard, row), epoch, record, None, counter,
-                )
-        return documents  # type: ignore[return-value]
+    @property
+    def source_refs(self) -> list[SourceRef]:
+        """How batches name each source's documents (opens every pinned version)."""
+        if self._refs is None:
+            refs = []
+            for i, source in enumerate(self.sources):
+                version = self.version(i)
+                key_of = version.key_of if version.key is None else functools.partial(_key_column, version.key)
+                refs.append(SourceRef(source.ref, version.name, version.id, key_of))
+            self._refs = refs
+        return self._refs
 
-    def _transform(self, doc: Document, transforms: list[Transform], rng_key: tuple[int, ...], where: str) -> dict[str, Any]:
-        inputs = dict(doc.record)
+    def _transform(
+        self, source: int, shard: int, row: int, record: Record, transforms: list[Transform], rng_key: tuple[int, ...], where: str
+    ) -> dict[str, Any]:
+        inputs = dict(record)
         if not transforms:
             return inputs
-        version = self.version(doc.source)
-        ctx = self._context(version, rng_key, f"{where} ({version.where(doc.address.shard, doc.address.row)})", doc.address.shard)
+        version = self.version(source)
+        ctx = self._context(version, rng_key, f"{where} ({version.where(shard, row)})", shard)
         for transform in transforms:
             transform.apply(inputs, ctx)
         return inputs
@@ -250,7 +305,8 @@ class Run:
         tokenized = []
         for doc in documents:
             inputs = self._transform(
-                doc, self._doc_transforms(doc.source), (1, stream, doc.draw), f"run {self.name} stream {stream} document {doc.draw}"
+                doc.source, doc.address.shard, doc.address.row, doc.record, self._doc_transforms(doc.source),
+                (1, stream, doc.draw), f"run {self.name} stream {stream} document {doc.draw}",
             )
             if "input_ids" not in inputs:
                 raise InvalidPlan(
@@ -275,7 +331,10 @@ class Run:
         for block in range(_ESTIMATE_BLOCKS):
             _, documents = self._packed_block(0, block)
             for doc in documents:
-                inputs = self._transform(doc, self._doc_transforms(doc.source), (1, 0, doc.draw), f"run {self.name} estimate")
+                inputs = self._transform(
+                    doc.source, doc.address.shard, doc.address.row, doc.record, self._doc_transforms(doc.source),
+                    (1, 0, doc.draw), f"run {self.name} estimate",
+                )
                 tokens += len(inputs["input_ids"])
         with self._lock:
             self._blocks.clear()
@@ -337,31 +396,94 @@ class Run:
             return []
         self._check(steps.start, rank, world_size)
         self._check(steps.stop - 1, rank, world_size)
-        out = [Batch(self.name, step, rank, world_size) for step in steps]
         positions = self.positions(rank, world_size)
         if self.plan.pack is not None:
-            for batch in out:
-                batch.samples = [self._packed_sample(batch.step, p) for p in positions]
-                batch.seal()
-            return out
+            return [
+                Batch(self.name, step, rank, world_size, [self._packed_sample(step, p) for p in positions]).seal()
+                for step in steps
+            ]
+        return self._unpacked_batches(steps, rank, world_size, positions)
+
+    def _unpacked_batches(self, steps: range, rank: int, world_size: int, positions: range) -> list[Batch]:
+        """Columnar batches: every stream's documents for all ``steps`` read at once, then sliced per step."""
         per_stream = self.global_batch_size // self.streams
+        streams = sorted({p // per_stream for p in positions})
         first = positions.start % per_stream
-        last = (positions.stop - 1) % per_stream if len(positions) < per_stream else per_stream - 1
-        for stream in sorted({p // per_stream for p in positions}):
-            documents = self._documents(stream, range(steps.start * per_stream, steps.stop * per_stream))
-            for batch in out:
-                base = (batch.step - steps.start) * per_stream
-                for i in range(first, last + 1):
-                    doc = documents[base + i]
-                    p = stream * per_stream + i
-                    index = batch.step * self.global_batch_size + p
-                    inputs = self._transform(
-                        doc, self._doc_transforms(doc.source), (0, index), f"run {self.name} step {batch.step} sample {index}"
-                    )
-                    batch.samples.append(Sample(index, p, stream, [doc], inputs))
-        for batch in out:
-            batch.seal()
+        width = len(positions) // len(streams)
+        reads = [self._read(stream, range(steps.start * per_stream, steps.stop * per_stream)) for stream in streams]
+        read = _Documents.concat(reads)
+        # gather[t, j]: which read document is sample j of the batch of step steps[t]
+        within = first + np.arange(width, dtype=np.int64)
+        lane = np.concatenate([k * len(steps) * per_stream + within for k in range(len(streams))])
+        gather = lane[None, :] + (np.arange(len(steps), dtype=np.int64) * per_stream)[:, None]
+        position = np.concatenate([stream * per_stream + within for stream in streams])
+        stream_of = np.repeat(np.asarray(streams, dtype=np.int64), width)
+        index = np.asarray(steps, dtype=np.int64)[:, None] * self.global_batch_size + position[None, :]
+        flat = gather.ravel()
+        records = [read.records[g] for g in flat.tolist()]
+        sources = read.sources[flat]
+        shards = read.shards[flat]
+        rows = read.rows[flat]
+        inputs, made = self._unpacked_inputs(steps, index.ravel(), sources, shards, rows, records)
+        refs = self.source_refs
+        versions = np.asarray([version_hash(r.dataset, r.version) for r in refs], dtype=np.uint64)[sources]
+        digests = sample_digests(index.ravel(), document_hashes(versions, shards, rows), made).reshape(gather.shape)
+        n = gather.shape[1]
+        out = []
+        for t, step in enumerate(steps):
+            part = slice(t * n, (t + 1) * n)
+            columns = SampleColumns(
+                refs, index[t], position, stream_of, sources[part], read.epochs[gather[t]], read.draws[gather[t]],
+                shards[part], rows[part], records[part], None if inputs is None else inputs[part], digests[t],
+            )
+            out.append(Batch(self.name, step, rank, world_size, columns=columns).seal())
         return out
+
+    def _unpacked_inputs(
+        self, steps: range, index: np.ndarray, sources: np.ndarray, shards: np.ndarray, rows: np.ndarray, records: list[Record]
+    ) -> tuple[list[dict[str, Any]] | None, np.ndarray | None]:
+        """Model inputs and made-input hashes of unpacked samples (``None, None`` when no source has transforms)."""
+        transforms = [self._doc_transforms(s) for s in range(len(self.sources))]
+        if not any(transforms):
+            return None, None
+        per_step = len(index) // len(steps)
+        inputs: list[dict[str, Any]] = []
+        made = np.zeros(len(index), dtype=np.uint64)
+        for i, (idx, source, shard, row, record) in enumerate(
+            zip(index.tolist(), sources.tolist(), shards.tolist(), rows.tolist(), records)
+        ):
+            step = steps[i // per_step]
+            made_inputs_ = self._transform(
+                source, shard, row, record, transforms[source], (0, idx), f"run {self.name} step {step} sample {idx}"
+            )
+            inputs.append(made_inputs_)
+            made[i] = made_hash(made_inputs(record, made_inputs_))
+        return inputs, made
+
+    def prefetch(self, steps: range, rank: int = 0, *, world_size: int) -> None:
+        """Start decoding, in the background, the row groups that :meth:`batches` for ``steps`` will read.
+
+        Pure arithmetic plus a hint to the decoder: nothing is read on this
+        thread and nothing is returned. Readers call it one task ahead.
+        """
+        if not steps or steps.start >= self.total_steps:
+            return
+        steps = range(steps.start, min(steps.stop, self.total_steps))
+        positions = self.positions(rank, world_size)
+        per_stream = self.global_batch_size // self.streams
+        streams = sorted({p // per_stream for p in positions})
+        for stream in streams:
+            if self.plan.pack is None:
+                counters = range(steps.start * per_stream, steps.stop * per_stream)
+            else:
+                assert self.sequences_per_block is not None
+                first = (steps.start * per_stream) // self.sequences_per_block
+                last = ((steps.stop * per_stream) - 1) // self.sequences_per_block
+                d = self.plan.pack.docs_per_block
+                counters = range(first * d, (last + 1) * d)
+            sources, indices, _ = self.draws(stream, counters)
+            for source in np.unique(sources).tolist():
+                self.version(source).prefetch_indices(indices[sources == source])
 
     def addresses(self, step: int, rank: int = 0, *, world_size: int = 1) -> list[tuple[int, int, int]]:
         """``(source, record index, epoch)`` of each document of an unpacked step — pure arithmetic, no reads."""

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import bisect
+import functools
 import os
 import threading
+import time
 from typing import Any, Iterator, Sequence
 
 import numpy as np
@@ -18,6 +20,7 @@ from .errors import BatchscopeError, CorruptData, SampleNotFound
 from .manifest import Manifest
 from .records import Record, content_key, record_key, table_records
 from .shards import OpenShard, ShardInfo
+from .staging import Staging
 
 _ROW_GROUP_CACHE: ByteLRU[pa.Table] = ByteLRU(
     budget=int(os.environ.get("BATCHSCOPE_ROW_GROUP_CACHE_BYTES", str(1 << 30))), size_of=lambda t: t.nbytes
@@ -43,17 +46,22 @@ class _Records(list):  # type: ignore[type-arg]
 
 #: Python records of recently read row groups: a shuffle window converts each row group once, not once per sample.
 _RECORD_CACHE: ByteLRU[_Records] = ByteLRU(
-    budget=int(os.environ.get("BATCHSCOPE_RECORD_CACHE_BYTES", str(512 << 20))), size_of=lambda rows: rows.nbytes
+    budget=int(os.environ.get("BATCHSCOPE_RECORD_CACHE_BYTES", str(1 << 30))), size_of=lambda rows: rows.nbytes
 )
 _OPEN: dict[tuple[str, str], OpenShard] = {}
 _OPEN_LOCK = threading.Lock()
 _KEY_INDEX_ROWS = 4096
 
 
+#: Row groups being decoded ahead of use (readers stage what their next steps touch).
+_STAGING = Staging()
+
+
 def clear_read_caches() -> None:
     """Forget every decoded row group and record in this process (benchmarks and tests start cold with it)."""
     _ROW_GROUP_CACHE.clear()
     _RECORD_CACHE.clear()
+    _STAGING.clear()
 
 
 def row_group_cache() -> ByteLRU[pa.Table]:
@@ -83,6 +91,16 @@ class DatasetVersion:
             for n in shard.row_groups:
                 starts.append(starts[-1] + n)
             self._rg_starts.append(starts)
+        # Every row group of the version in record-index order: its first record, shard and group number.
+        firsts, shards, groups = [], [], []
+        for shard, starts in enumerate(self._rg_starts):
+            for group in range(len(starts) - 1):
+                firsts.append(self._starts[shard] + starts[group])
+                shards.append(shard)
+                groups.append(group)
+        self._rg_firsts = np.asarray(firsts, dtype=np.int64)
+        self._rg_shards = shards
+        self._rg_groups = groups
 
     # -- description -------------------------------------------------------
     @property
@@ -148,6 +166,15 @@ class DatasetVersion:
         rows = array - self._starts_array[shards]
         return list(zip(shards.tolist(), rows.tolist()))
 
+    def locate_arrays(self, indices: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Vectorized :meth:`locate`: ``(shards, rows)`` arrays for an array of record indices."""
+        array = np.asarray(indices, dtype=np.int64)
+        if array.size and (array.min() < 0 or array.max() >= self.rows):
+            bad = int(array[(array < 0) | (array >= self.rows)][0])
+            raise SampleNotFound(f"record {bad} is outside {self.ref} (it has {self.rows} rows)")
+        shards = np.searchsorted(self._starts_array, array, side="right") - 1
+        return shards, array - self._starts_array[shards]
+
     def index_of(self, shard: int, row: int) -> int:
         """The record index of ``(shard, row)``."""
         return self._starts[shard] + row
@@ -176,14 +203,14 @@ class DatasetVersion:
             raise SampleNotFound(f"{self.ref} has no shard {shard} (it has {len(self.shards)})")
         info = self.shards[shard]
 
-        def load() -> pa.Table:
-            table = self._open(shard).read_row_group(group)
-            READ_STATS.row_groups += 1
-            READ_STATS.rows += table.num_rows
-            READ_STATS.bytes += table.nbytes
-            return table
+        return _ROW_GROUP_CACHE.get_or_make((info.checksum, group), lambda: self._load_row_group(shard, group))
 
-        return _ROW_GROUP_CACHE.get_or_make((info.checksum, group), load)
+    def _load_row_group(self, shard: int, group: int) -> pa.Table:
+        table = self._open(shard).read_row_group(group)
+        READ_STATS.row_groups += 1
+        READ_STATS.rows += table.num_rows
+        READ_STATS.bytes += table.nbytes
+        return table
 
     def read(self, shard: int, rows: Sequence[int]) -> list[Record]:
         """Decoded records for ``rows`` of ``shard``, in the order asked."""
@@ -208,31 +235,79 @@ class DatasetVersion:
         info = self.shards[shard]
 
         def convert() -> _Records:
-            table = self.row_group(shard, group)
+            # The Arrow table is not kept: these records are. (Keeping both doubles the memory a shuffle window
+            # holds, and fresh memory costs page faults: reusing it is what makes a scan fast.)
+            key = (info.checksum, group)
+            staged = _STAGING.take(key)
+            if staged is not None:
+                table = staged.result()
+            else:
+                table = _ROW_GROUP_CACHE.get(key) if key in _ROW_GROUP_CACHE else None
+                if table is None:
+                    table = self._load_row_group(shard, group)
             try:
                 records = _Records(table_records(table))
             except Exception as exc:
                 first = self._rg_starts[shard][group]
                 raise CorruptData(f"{self.where(shard)} rows {first}-{first + len(table) - 1}: cannot be decoded: {exc}") from exc
+            # Hand the GIL over right away: decoder threads waiting for it to finish a row group would otherwise
+            # wait a whole switch interval while this thread goes on assembling batches.
+            time.sleep(0)
             records.nbytes = table.nbytes + 160 * len(records) * max(1, table.num_columns)
             return records
 
         return _RECORD_CACHE.get_or_make((info.checksum, group), convert)
 
     def read_many(self, locations: Sequence[tuple[int, int]]) -> list[Record]:
-        """Decoded records for many ``(shard, row)`` pairs, one ``take`` per row group, in the order asked."""
-        groups: dict[tuple[int, int], list[tuple[int, int]]] = {}
-        for position, (shard, row) in enumerate(locations):
+        """Decoded records for many ``(shard, row)`` pairs, in the order asked (each row group converted once)."""
+        indices = []
+        for shard, row in locations:
             if not 0 <= shard < len(self.shards) or not 0 <= row < self.shards[shard].rows:
                 raise SampleNotFound(f"{self.ref} has no shard {shard} row {row}")
-            group, offset = self.row_group_of(shard, row)
-            groups.setdefault((shard, group), []).append((position, offset))
-        out: list[Record | None] = [None] * len(locations)
-        for (shard, group), items in groups.items():
-            records = self.group_records(shard, group)
-            for position, offset in items:
-                out[position] = records[offset]
-        return out  # type: ignore[return-value]
+            indices.append(self._starts[shard] + row)
+        return self.read_indices(np.asarray(indices, dtype=np.int64))
+
+    def read_indices(self, indices: np.ndarray) -> list[Record]:
+        """Decoded records at an array of record indices, in order: vectorized grouping by row group.
+
+        Each row group touched is read, verified and converted to Python
+        records once (and cached), so a shuffle window pays the conversion
+        once per row group, not once per sample.
+        """
+        indices = np.asarray(indices, dtype=np.int64)
+        if not indices.size:
+            return []
+        if indices.min() < 0 or indices.max() >= self.rows:
+            bad = int(indices[(indices < 0) | (indices >= self.rows)][0])
+            raise SampleNotFound(f"record {bad} is outside {self.ref} (it has {self.rows} rows)")
+        groups = np.searchsorted(self._rg_firsts, indices, side="right") - 1
+        offsets = (indices - self._rg_firsts[groups]).tolist()
+        ids = groups.tolist()
+        wanted = list(dict.fromkeys(ids))
+        self._stage(wanted, needed=True)
+        records = {g: self.group_records(self._rg_shards[g], self._rg_groups[g]) for g in wanted}
+        return [records[g][o] for g, o in zip(ids, offsets)]
+
+    def prefetch_indices(self, indices: np.ndarray) -> None:
+        """Start decoding, in the background, the row groups holding these records (a hint: errors surface on read)."""
+        indices = np.asarray(indices, dtype=np.int64)
+        indices = indices[(indices >= 0) & (indices < self.rows)]
+        if indices.size:
+            self._stage(np.unique(np.searchsorted(self._rg_firsts, indices, side="right") - 1).tolist(), needed=False)
+
+    def _stage(self, groups: list[int], *, needed: bool) -> None:
+        """Stage the row groups (version-wide ids) whose records are not converted yet; one alone is not worth a thread."""
+        missing = []
+        for g in groups:
+            shard, group = self._rg_shards[g], self._rg_groups[g]
+            if (self.shards[shard].checksum, group) not in _RECORD_CACHE:
+                missing.append((shard, group))
+        if needed and len(missing) < 2:
+            return
+        for shard, group in missing:
+            _STAGING.stage(
+                (self.shards[shard].checksum, group), functools.partial(self._load_row_group, shard, group), needed=needed
+            )
 
     def record(self, index: int) -> Record:
         """The record at a global record index."""

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from loaders import Catalog, InvalidPlan, Pack, RankOutOfRange, ReadPlan, Shuffle, Source, StateMismatch, StepOutOfRange, Tokenize
+from loaders import Batch, Catalog, InvalidPlan, Pack, RankOutOfRange, ReadPlan, Sample, Shuffle, Source, StateMismatch, StepOutOfRange, Tokenize
 from tests.support.readpath import assert_partition, assert_resumes_identically, batch_view, read_all, write_text_dataset
 
 
@@ -73,9 +74,57 @@ def test_resume_and_reader_equal_run_batch(catalog, plan, stop, data):
     run = _run(catalog, plan)
     world_size = data.draw(st.sampled_from(run.plan.allowed_world_sizes()))
     rank = data.draw(st.integers(0, world_size - 1))
-    assert_resumes_identically(run, rank, world_size, stop_after=stop)
-    yielded = read_all(run, rank, world_size, ledger=False)
+    options = {"steps_per_task": data.draw(st.sampled_from([None, 1, 3, 5])), "threads": data.draw(st.sampled_from([1, 2]))}
+    assert_resumes_identically(run, rank, world_size, stop_after=stop, **options)
+    yielded = read_all(run, rank, world_size, ledger=False, **options)
     assert yielded == [batch_view(run.batch(s, rank, world_size=world_size)) for s in range(run.total_steps)]
+
+
+def _rebuilt(batch: Batch) -> Batch:
+    """The same samples as plain objects, sealed from scratch (the scalar digest path)."""
+    samples = [Sample(s.index, s.position, s.stream, s.documents, s.inputs) for s in batch.samples]
+    return Batch(batch.run, batch.step, batch.rank, batch.world_size, samples).seal()
+
+
+@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(plan=plans, step=st.integers(0, 11), tokenize=st.booleans())
+def test_columnar_batches_equal_their_sample_objects(catalog, plan, step, tokenize):
+    """Columns and vectorized digests (what the reader uses) agree with Sample objects and the scalar digests."""
+    if tokenize:
+        sources = [Source(s.ref, weight=s.weight, transforms=[Tokenize("text", tokenizer="words")]) for s in plan.sources]
+        plan = ReadPlan(
+            sources, seed=plan.seed, global_batch_size=plan.global_batch_size, steps=12, streams=plan.streams,
+            shuffle=plan.shuffle, mixture_block=plan.mixture_block,
+        )
+    run = _run(catalog, plan)
+    batch = run.batch(step, 0, world_size=1)
+    columnar = (batch.sample_digests, batch.indices, batch.keys, batch.records, [dict(i) for i in batch.inputs], len(batch))
+    samples = batch.samples
+    assert columnar == (
+        [s.digest for s in samples], [s.index for s in samples], [s.key for s in samples], [s.record for s in samples],
+        [s.inputs for s in samples], len(samples),
+    )
+    rebuilt = _rebuilt(batch)
+    assert rebuilt.sample_digests == columnar[0] and rebuilt.digest == batch.digest
+    assert all(("input_ids" in s.inputs) == tokenize for s in samples)
+
+
+def test_digests_cover_index_address_and_made_inputs(catalog):
+    run = _run(catalog, ReadPlan([Source("alpha@v1")], seed=2, global_batch_size=4, steps=4, streams=2))
+    batch = run.batch(1, 0, world_size=1)
+    base = _rebuilt(batch)
+    sample = base.samples[2]
+    changed = [
+        Sample(sample.index + 1, sample.position, sample.stream, sample.documents, sample.inputs),
+        Sample(sample.index, sample.position, sample.stream, [replace(sample.documents[0], address=replace(sample.address, row=sample.address.row + 1))], sample.inputs),
+        Sample(sample.index, sample.position, sample.stream, sample.documents, {**sample.inputs, "extra": [1, 2]}),
+        Sample(sample.index, sample.position, sample.stream, sample.documents, {**sample.inputs, "text": sample.record["text"] + "!"}),
+    ]
+    for other in changed:
+        samples = [*base.samples[:2], other, *base.samples[3:]]
+        again = Batch(batch.run, batch.step, batch.rank, batch.world_size, samples).seal()
+        assert again.sample_digests[2] != base.sample_digests[2] and again.digest != base.digest
+        assert again.sample_digests[:2] == base.sample_digests[:2]
 
 
 @pytest.mark.parametrize("workers", [1, 2, 3])
