@@ -9,10 +9,13 @@
 from __future__ import annotations
 
 import importlib
+import logging
 import pkgutil
 import sys
-from typing import Any
+from contextlib import asynccontextmanager
+from typing import Any, AsyncIterator
 
+import anyio.to_thread
 from fastapi import FastAPI
 from fastapi.staticfiles import StaticFiles
 
@@ -46,6 +49,30 @@ def routers() -> list[Any]:
     return found
 
 
+def warm(app: FastAPI) -> None:
+    """Do once, at startup, what the first requests would otherwise each pay for.
+
+    Loads every template (compiled once per process), builds every route's
+    request handling (FastAPI prepares an included route on the first request
+    that reaches it; the OpenAPI document visits them all and is kept) and
+    registers Pillow's image formats (its first WebP thumbnail would otherwise).
+    """
+    from PIL import Image
+
+    app.state.templates.warm()
+    app.openapi()
+    Image.init()
+
+
+@asynccontextmanager
+async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
+    try:
+        await anyio.to_thread.run_sync(warm, app)
+    except Exception as exc:  # noqa: BLE001 - warming only saves time; the requests report what is broken
+        logging.getLogger(__name__).warning("warming the inspector up failed (requests will do it): %s", exc)
+    yield
+
+
 def create_app(settings: Settings | None = None) -> FastAPI:
     """A new inspector app over the catalog ``settings.root`` (settings from the environment when omitted)."""
     settings = settings or Settings.from_env()
@@ -56,6 +83,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         docs_url=None,
         redoc_url=None,
         openapi_url=urls.openapi(),
+        lifespan=_lifespan,  # servers run it before the first request; see ``warm``
     )
     app.state.settings = settings
     app.state.catalog = Catalog(settings.root)

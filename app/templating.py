@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import hashlib
 import re
+import threading
 from pathlib import Path
 from typing import Any, Mapping
 
 import jinja2
+from jinja2.bccache import Bucket, BytecodeCache
 
 from . import urls
 
@@ -76,6 +78,37 @@ def _revision(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()[:10] if path.is_file() else "0"
 
 
+class _CompiledTemplates(BytecodeCache):
+    """Compiled template code kept in memory for the whole process, so a new app does not compile its templates again.
+
+    Jinja keys each entry by template name and file, and checks the source's
+    checksum when loading it, so an edited template is compiled afresh. Every
+    ``Templates`` environment has the same options, so their code is the same.
+    """
+
+    def __init__(self) -> None:
+        self._code: dict[str, bytes] = {}
+        self._lock = threading.Lock()
+
+    def load_bytecode(self, bucket: Bucket) -> None:
+        with self._lock:
+            code = self._code.get(bucket.key)
+        if code is not None:
+            bucket.bytecode_from_string(code)
+
+    def dump_bytecode(self, bucket: Bucket) -> None:
+        code = bucket.bytecode_to_string()
+        with self._lock:
+            self._code[bucket.key] = code
+
+    def clear(self) -> None:
+        with self._lock:
+            self._code.clear()
+
+
+_COMPILED = _CompiledTemplates()
+
+
 class Templates:
     """Renders page templates and their named blocks (a fragment is a block of its page's template)."""
 
@@ -86,6 +119,7 @@ class Templates:
             undefined=jinja2.StrictUndefined,
             trim_blocks=True,
             lstrip_blocks=True,
+            bytecode_cache=_COMPILED,
         )
         self.env.filters.update(FILTERS)
         revisions: dict[str, str] = {}
@@ -96,6 +130,16 @@ class Templates:
             return urls.static(path, revisions[path])
 
         self.env.globals.update(urls=urls, static_url=static_url)
+
+    def warm(self) -> int:
+        """Load (compile, the first time in this process) every template, so no request pays for it; returns how many.
+
+        The app calls this at startup; requests then find each template loaded.
+        """
+        names = self.env.list_templates(extensions=["html"])
+        for name in names:
+            self.env.get_template(name)
+        return len(names)
 
     def render(self, name: str, context: Mapping[str, Any]) -> str:
         """The whole page."""

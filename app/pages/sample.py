@@ -18,6 +18,8 @@ from .datasets import version_tokenizer
 
 #: Kinds whose stored bytes the media endpoint serves.
 MEDIA_KINDS = ("binary", "image", "video")
+#: How many of a sample's flags its flag form lists (newest first).
+FLAGS_SHOWN = 20
 
 
 @dataclass
@@ -81,14 +83,16 @@ def _neighbour(version: DatasetVersion, index: int, **query: Any) -> str | None:
     return urls.sample(version.name, version, key, **query)
 
 
-def flag_form(flags: FlagStore, version: DatasetVersion, key: str, **context: Any) -> FlagForm:
-    """The flag form of one sample, with the flags it already has."""
+def flag_form(flags: FlagStore, version: DatasetVersion, key: str, *, existing: list[Flag] | None = None, **context: Any) -> FlagForm:
+    """The flag form of one sample, with the flags it already has (``existing``, when the caller fetched them)."""
     return FlagForm(
         action=urls.flags(),
         dataset=version.name,
         version=version.id,
         key=key,
-        flags=flags.list(FlagFilter(dataset=version.name, version=version.id, key=key), limit=20),
+        flags=existing
+        if existing is not None
+        else flags.list(FlagFilter(dataset=version.name, version=version.id, key=key), limit=FLAGS_SHOWN),
         **context,
     )
 

@@ -12,14 +12,14 @@ from loaders import Batch, Catalog, Run, Sample
 from loaders.errors import RankOutOfRange, SampleNotFound
 
 from .. import urls
-from ..flags import FlagStore
+from ..flags import Flag, FlagStore
 from ..jsonable import html_only
 from ..renderers.inputs import InputBlock, InputPlace, input_blocks
 from ..renderers.registry import View
 from ..run_cache import RunCache
 from .batch_views import batch_views
 from .common import Link
-from .sample import FieldBlock, FlagForm, flag_form, render_fields
+from .sample import FLAGS_SHOWN, FieldBlock, FlagForm, flag_form, render_fields
 
 
 @dataclass
@@ -262,8 +262,9 @@ def _sample_entry(
     loss: float | None,
     token_threshold: int,
     collapse_chars: int,
+    existing_flags: list[Flag] | None = None,
 ) -> SampleEntry:
-    """Sample ``position`` (0-based within this rank's batch) laid out for the page."""
+    """Sample ``position`` (0-based within this rank's batch) laid out for the page (its flags given, or looked up)."""
     sample = batch.samples[position]
     doc = sample.documents[0]
     version = run.version(doc.source)
@@ -314,7 +315,9 @@ def _sample_entry(
         version_url=urls.version(doc.address.dataset, doc.address.version),
         field_blocks=field_blocks,
         input_blocks=blocks,
-        flag_form=flag_form(flags, version, doc.key, run=run.name, step=batch.step, rank=batch.rank, index=sample.index),
+        flag_form=flag_form(
+            flags, version, doc.key, existing=existing_flags, run=run.name, step=batch.step, rank=batch.rank, index=sample.index
+        ),
     )
 
 
@@ -341,8 +344,12 @@ def rank_page(
     losses = metrics.get("sample_loss")
     per_sample = losses if isinstance(losses, list) and len(losses) == len(batch) else [None] * len(batch)
     check = verdict(run, batch)
+    existing = _batch_flags(flags, run, batch)
     samples = [
-        _sample_entry(catalog, flags, run, batch, i, loss=per_sample[i], token_threshold=token_threshold, collapse_chars=collapse_chars)
+        _sample_entry(
+            catalog, flags, run, batch, i, loss=per_sample[i], token_threshold=token_threshold, collapse_chars=collapse_chars,
+            existing_flags=existing[i],
+        )
         for i in range(len(batch))
     ]
     return RankPage(
@@ -370,6 +377,19 @@ def rank_page(
             Link(f"rank {rank}", urls.rank(run.name, step, rank)),
         ],
     )
+
+
+def _batch_flags(flags: FlagStore, run: Run, batch: Batch) -> list[list[Flag]]:
+    """The flags of every sample of ``batch`` (by its first document), one query per source version."""
+    by_version: dict[int, list[str]] = {}
+    for sample in batch.samples:
+        by_version.setdefault(sample.documents[0].source, []).append(sample.key)
+    found: dict[tuple[int, str], list[Flag]] = {}
+    for source, keys in by_version.items():
+        version = run.version(source)
+        for key, listed in flags.for_keys(version.name, version.id, keys, limit=FLAGS_SHOWN).items():
+            found[(source, key)] = listed
+    return [found[(sample.documents[0].source, sample.key)] for sample in batch.samples]
 
 
 def _neighbour_step(run: Run, step: int, rank: int) -> str | None:

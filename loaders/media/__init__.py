@@ -4,19 +4,17 @@
 >>> thumbnail(image_bytes, max_side=256, where="dataset images row 3")   # doctest: +SKIP
 """
 
+from .crop import Crop, crop_box, decode_crop, draw_box, random_resized_crop
 from .encode import encode_jpeg, encode_png, encode_video
 from .framecode import code_blocks, draw_frame_code, read_frame_code
 from .image import (
     ImageInfo,
-    crop_box,
-    draw_box,
     has_alpha,
     image_from_value,
     image_info,
     media_type,
     open_image,
     pixel_diff,
-    random_resized_crop,
     render_png,
     resolve_media_path,
     thumbnail,
@@ -33,12 +31,14 @@ from .video import (
 )
 
 __all__ = [
+    "Crop",
     "DecodeStats",
     "ImageInfo",
     "VideoInfo",
     "VideoSource",
     "code_blocks",
     "crop_box",
+    "decode_crop",
     "decode_frames",
     "draw_box",
     "draw_frame_code",

@@ -72,7 +72,14 @@ class SampleFrames(Transform):
 
 @dataclass(frozen=True)
 class RandomResizedCrop(Transform):
-    """torchvision-style random resized crop of an image field; outputs the crop and its box."""
+    """torchvision-style random resized crop of an image field; outputs the crop and its box.
+
+    The box is drawn on the upright image (EXIF orientation applied) and given in
+    its full-size pixels. With ``reduced_decode`` (the default) a JPEG whose box
+    shrinks at least 2x to ``size`` is decoded at 1/2, 1/4 or 1/8 scale, which is
+    faster and close to, not bit-identical with, the full-size crop; set it to
+    False for full-size decoding of every image (see ``loaders.media.decode_crop``).
+    """
 
     type = "random_resized_crop"
 
@@ -80,6 +87,7 @@ class RandomResizedCrop(Transform):
     size: tuple[int, int] = (224, 224)
     scale: tuple[float, float] = (0.08, 1.0)
     ratio: tuple[float, float] = (3 / 4, 4 / 3)
+    reduced_decode: bool = True
 
     def __post_init__(self) -> None:
         if len(self.size) != 2 or min(self.size) < 1:
@@ -88,16 +96,23 @@ class RandomResizedCrop(Transform):
             raise InvalidPlan(f"random_resized_crop scale={self.scale!r} is out of range: 0 < min <= max <= 1")
         if not 0 < self.ratio[0] <= self.ratio[1]:
             raise InvalidPlan(f"random_resized_crop ratio={self.ratio!r} is out of range: 0 < min <= max")
+        if not isinstance(self.reduced_decode, bool):
+            raise InvalidPlan(f"random_resized_crop reduced_decode={self.reduced_decode!r} must be true or false")
 
     def apply(self, inputs: dict[str, Any], ctx: Context) -> None:
-        from ..media.image import open_image, random_resized_crop, to_display_mode
+        from ..media.crop import decode_crop
 
         source = media_source(require(inputs, self.field, self.type, ctx.where), ctx)
         data = source if isinstance(source, bytes) else storage.read_bytes(source)
-        image = to_display_mode(open_image(data, where=ctx.where)).convert("RGB")
-        crop, box = random_resized_crop(
-            image, ctx.rng, size=(int(self.size[0]), int(self.size[1])), scale=tuple(self.scale), ratio=tuple(self.ratio)
+        crop = decode_crop(
+            data,
+            ctx.rng,
+            size=(int(self.size[0]), int(self.size[1])),
+            scale=tuple(self.scale),
+            ratio=tuple(self.ratio),
+            reduced=self.reduced_decode,
+            where=ctx.where,
         )
-        inputs[self.field] = np.asarray(crop, dtype=np.uint8)
-        inputs["crop_box"] = [int(v) for v in box]
-        inputs["source_size"] = [image.width, image.height]
+        inputs[self.field] = np.asarray(crop.image, dtype=np.uint8)
+        inputs["crop_box"] = [int(v) for v in crop.box]
+        inputs["source_size"] = [int(v) for v in crop.source_size]

@@ -16,7 +16,7 @@ from app.factory import create_app
 from app.renderers.registry import FieldContext, render_field
 from app.settings import Settings
 from app.templating import Templates
-from loaders import Batch
+from loaders import Batch, Sample
 from loaders.media import read_frame_code
 from tests.app.dom import soup
 from tests.app.test_media_catalog import MediaCatalog, build_media_catalog
@@ -188,3 +188,26 @@ def test_model_renderers_name_what_is_missing(media: MediaCatalog) -> None:
     assert "needs dataset, version, key and field" in html.select_one(".field-error").get_text()
     out_of_order = render("model_frames", {"frame_indices": [5, 2], "dataset": "d", "version": "v", "key": "k", "field": "video"}, None)
     assert "not in increasing order" in out_of_order.select_one(".badge.warn").get_text()
+
+
+# -- flags on the step/rank page (fetched for the whole batch at once) ------------------------------
+def test_each_sample_of_the_rank_page_lists_its_own_flags_newest_first(client: TestClient, media: MediaCatalog) -> None:
+    batch = batches(media)[0]
+
+    def address(sample: Sample) -> tuple[str, str, str]:
+        return sample.address.dataset, sample.address.version, sample.key
+
+    first = address(batch.samples[0])
+    second = next(address(s) for s in batch.samples if address(s) != first)
+    store = client.app.state.flags  # type: ignore[attr-defined]
+    for n in range(22):  # more than a form lists
+        store.add(dataset=first[0], version=first[1], key=first[2], note=f"first note {n}")
+    store.add(dataset=second[0], version=second[1], key=second[2], note="second note")
+    store.add(dataset=second[0], version="0" * 64, key=second[2], note="another version")  # not this sample's
+    expected = {first: [f"first note {n}" for n in range(21, 1, -1)], second: ["second note"]}
+    page = soup(client.get(urls.rank(media.run, batch.step, batch.rank)))
+    articles = page.select("article.sample")
+    assert len(articles) == len(batch.samples)
+    for sample, article in zip(batch.samples, articles):
+        listed = [li.select_one("a").next_sibling.strip() for li in article.select("form.flag-form .flag-notes li")]
+        assert listed == expected.get(address(sample), []), sample.key

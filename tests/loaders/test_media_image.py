@@ -15,15 +15,13 @@ from hypothesis import strategies as st
 from PIL import Image, ImageDraw
 
 from loaders.errors import DecodeError, InvalidPlan
+from loaders.media.crop import crop_box, draw_box, random_resized_crop
 from loaders.media.image import (
-    crop_box,
-    draw_box,
     image_from_value,
     image_info,
     media_type,
     open_image,
     pixel_diff,
-    random_resized_crop,
     render_png,
     resolve_media_path,
     thumbnail,
