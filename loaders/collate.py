@@ -12,6 +12,8 @@ _SKIP = {"doc_spans", "role_spans"}
 
 
 def _stackable(values: list[Any]) -> np.ndarray | None:
+    if not values or isinstance(values[0], (str, bytes, dict)) or values[0] is None:
+        return None  # text, binary and nested values stay lists (and are not copied into a numpy string array first)
     try:
         array = np.asarray(values)
     except (ValueError, TypeError):

@@ -11,6 +11,7 @@ from typing import Any
 
 from . import storage
 from .batch import Batch
+from .digests import DIGEST_FORMAT
 
 
 @dataclass
@@ -25,6 +26,7 @@ class LedgerEntry:
     keys: list[str]
     samples: list[str]
     time: float = 0.0
+    digest_format: int = 1  # lines written before the format was recorded used format 1
 
 
 @dataclass
@@ -103,7 +105,8 @@ def batch_summary(batch: Batch) -> dict[str, Any]:
         "digest": batch.digest,
         "indices": batch.indices,
         "keys": batch.keys,
-        "samples": [s.digest for s in batch.samples],
+        "samples": batch.sample_digests,
+        "digest_format": DIGEST_FORMAT,
     }
 
 
@@ -148,7 +151,8 @@ class Ledger:
                     key = (int(data["step"]), int(data["rank"]), int(data["world_size"]))
                     if data.get("t") == "batch":
                         entries[key] = LedgerEntry(
-                            key[0], key[1], key[2], data["digest"], data["indices"], data["keys"], data.get("samples", []), data.get("time", 0.0)
+                            key[0], key[1], key[2], data["digest"], data["indices"], data["keys"], data.get("samples", []),
+                            data.get("time", 0.0), int(data.get("digest_format", 1)),
                         )
                     elif data.get("t") == "metrics":
                         current = metrics.setdefault(key, StepMetrics(*key))

@@ -35,6 +35,7 @@ class SourceOrder:
     seed: int
     source: int
     shuffle: bool = True
+    stagger: bool = True
 
     def __post_init__(self) -> None:
         if self.rows <= 0 or self.chunk <= 0 or self.streams <= 0 or self.window <= 0:
@@ -60,10 +61,11 @@ class SourceOrder:
         Windows are ``window × chunk`` positions wide, and stream ``k``'s grid
         is shifted by ``k/K`` of a width (its first window is shorter), so the
         streams of a reader move to new row groups at different steps instead
-        of all at once: decoding stays spread evenly over the run.
+        of all at once: decoding stays spread evenly over the run. (Runs created
+        before the shift keep an unshifted grid: ``stagger=False``.)
         """
         width = self.window * self.chunk
-        offset = stream * width // self.streams
+        offset = stream * width // self.streams if self.stagger else 0
         shifted = j + offset
         start = shifted // width * width - offset
         end = start + width

@@ -14,14 +14,16 @@ import numpy as np
 
 from . import storage
 from .batch import Address, Batch, Document, Sample, SampleColumns, SourceRef, made_inputs
-from .digests import document_hashes, made_hash, sample_digests, version_hash
+from .digests import DIGEST_FORMAT, document_hashes, made_hash, sample_digests, version_hash
+from .legacy import batch_digests_v1
 from .catalog import Catalog
 from .errors import InvalidPlan, RankOutOfRange, StepOutOfRange
 from .mixture import Mixture
 from .order import SourceOrder
 from .plan import ReadPlan
+from .pool import map_in_order
 from .records import Record
-from .run_manifest import ResolvedSource, now, resolve_against, run_dir
+from .run_manifest import ResolvedSource, now, read_format, resolve_against, run_dir, stored_plan_json
 from .transforms import Context, PackedSequence, Transform, pack_block
 from .version import DatasetVersion
 
@@ -98,7 +100,8 @@ class Run:
         self.catalog = catalog
         self.manifest = manifest
         self.name: str = manifest["name"]
-        self.plan = ReadPlan.from_json(manifest["plan"])
+        self.read_format = read_format(manifest)
+        self.plan = ReadPlan.from_json(stored_plan_json(manifest))
         resolved = manifest["resolved"]
         self.sources = [ResolvedSource(**s) for s in resolved["sources"]]
         self.tokenizers: dict[str, str] = resolved["tokenizers"]
@@ -107,7 +110,10 @@ class Run:
         self.mixture = Mixture.build(resolved["counts"])
         streams = self.streams
         self.orders = [
-            SourceOrder(s.rows, s.chunk, streams, self.plan.shuffle.window_chunks, self.plan.seed, i, self.plan.shuffle.enabled)
+            SourceOrder(
+                s.rows, s.chunk, streams, self.plan.shuffle.window_chunks, self.plan.seed, i, self.plan.shuffle.enabled,
+                stagger=self.read_format >= 2,
+            )
             for i, s in enumerate(self.sources)
         ]
         block = self.mixture.block
@@ -447,18 +453,20 @@ class Run:
         if not any(transforms):
             return None, None
         per_step = len(index) // len(steps)
-        inputs: list[dict[str, Any]] = []
-        made = np.zeros(len(index), dtype=np.uint64)
-        for i, (idx, source, shard, row, record) in enumerate(
-            zip(index.tolist(), sources.tolist(), shards.tolist(), rows.tolist(), records)
-        ):
+        work = list(enumerate(zip(index.tolist(), sources.tolist(), shards.tolist(), rows.tolist(), records)))
+
+        def one(item: tuple[int, tuple[int, int, int, int, Record]]) -> tuple[dict[str, Any], int]:
+            i, (idx, source, shard, row, record) = item
             step = steps[i // per_step]
-            made_inputs_ = self._transform(
+            inputs = self._transform(
                 source, shard, row, record, transforms[source], (0, idx), f"run {self.name} step {step} sample {idx}"
             )
-            inputs.append(made_inputs_)
-            made[i] = made_hash(made_inputs(record, made_inputs_))
-        return inputs, made
+            return inputs, made_hash(made_inputs(record, inputs))
+
+        # Image and video decoding release the GIL: spread them over threads (each sample has its own RNG).
+        parallel = all(t.thread_safe for ts in transforms for t in ts) and any(t.releases_gil for ts in transforms for t in ts)
+        results = map_in_order(one, work) if parallel else [one(item) for item in work]
+        return [r[0] for r in results], np.fromiter((r[1] for r in results), dtype=np.uint64, count=len(results))
 
     def prefetch(self, steps: range, rank: int = 0, *, world_size: int) -> None:
         """Start decoding, in the background, the row groups that :meth:`batches` for ``steps`` will read.
@@ -518,16 +526,18 @@ class Run:
         entry = self.ledger.entry(batch.step, batch.rank, batch.world_size)
         if entry is None:
             return Verification("no-ledger", batch.step, batch.rank, batch.world_size, batch.digest, None, [])
-        if entry.digest == batch.digest:
-            return Verification("verified", batch.step, batch.rank, batch.world_size, batch.digest, entry.digest, [])
+        computed, samples = batch.digest, batch.sample_digests
+        if entry.digest_format != DIGEST_FORMAT:  # a ledger written by an earlier version of the digests
+            computed, samples = batch_digests_v1(batch)
+        if entry.digest == computed:
+            return Verification("verified", batch.step, batch.rank, batch.world_size, computed, entry.digest, [])
+        indices = batch.indices
         differing = [
-            s.index
-            for i, s in enumerate(batch.samples)
-            if i >= len(entry.samples) or entry.samples[i] != s.digest or entry.indices[i] != s.index
+            index
+            for i, (index, digest) in enumerate(zip(indices, samples))
+            if i >= len(entry.samples) or entry.samples[i] != digest or entry.indices[i] != index
         ]
-        return Verification(
-            "mismatch", batch.step, batch.rank, batch.world_size, batch.digest, entry.digest, differing or batch.indices
-        )
+        return Verification("mismatch", batch.step, batch.rank, batch.world_size, computed, entry.digest, differing or indices)
 
     def against(self, other: str) -> "Run":
         """This run's plan re-resolved with one source swapped: ``name@version-or-tag``, or another run's versions.

@@ -37,6 +37,34 @@ class ResolvedSource:
 
 
 
+
+#: How a run's plan turns into samples. A run keeps the format it was created with, so upgrading batchscope
+#: never changes what an existing run's (step, rank) means. 1: unstaggered shuffle windows, full-size crops
+#: (plans stored before RandomResizedCrop had ``reduced_decode``); 2: staggered windows, options as stored.
+READ_FORMAT = 2
+_FORMAT_1_OPTIONS = {"random_resized_crop": {"reduced_decode": False}}
+
+
+def read_format(manifest: dict[str, Any]) -> int:
+    """The read format a run manifest was created with (1 when it predates the field)."""
+    return int(manifest["resolved"].get("read_format", 1))
+
+
+def stored_plan_json(manifest: dict[str, Any]) -> dict[str, Any]:
+    """The manifest's plan JSON with the options its read format implies where the stored JSON omits them."""
+    plan = manifest["plan"]
+    if read_format(manifest) >= 2:
+        return plan
+
+    def upgrade(transforms: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        return [{**_FORMAT_1_OPTIONS.get(t.get("type"), {}), **t} for t in transforms]
+
+    return {
+        **plan,
+        "transforms": upgrade(plan.get("transforms", [])),
+        "sources": [{**source, "transforms": upgrade(source.get("transforms", []))} for source in plan.get("sources", [])],
+    }
+
 def fingerprint(plan: dict[str, Any], resolved: dict[str, Any]) -> str:
     """What a reader state is checked against: a hash of the plan and everything resolved from it."""
     return hashlib.sha256(json.dumps({"plan": plan, "resolved": resolved}, sort_keys=True).encode()).hexdigest()[:32]
@@ -83,6 +111,7 @@ def create_run(catalog: Catalog, name: str, plan: ReadPlan, *, exist_ok: bool = 
         "tokenizers": tokenizers,
         "sequences_per_block": None,
         "total_steps": plan.steps,
+        "read_format": READ_FORMAT,
     }
     manifest = {"format": "batchscope.run/1", "name": name, "created": now(), "plan": plan.to_json(), "resolved": resolved}
     from .run import Run

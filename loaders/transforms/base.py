@@ -62,6 +62,10 @@ class Transform:
 
     type: ClassVar[str] = ""
     document_level: ClassVar[bool] = True
+    #: Safe to apply to different samples on several threads at once (user functions may not be).
+    thread_safe: ClassVar[bool] = True
+    #: Spends its time in code that releases the GIL (image/video decoding), so threads speed it up.
+    releases_gil: ClassVar[bool] = False
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)

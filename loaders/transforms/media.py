@@ -29,6 +29,7 @@ class SampleFrames(Transform):
     """
 
     type = "sample_frames"
+    releases_gil = True
 
     field: str = "video"
     k: int = 8
@@ -82,6 +83,7 @@ class RandomResizedCrop(Transform):
     """
 
     type = "random_resized_crop"
+    releases_gil = True
 
     field: str = "image"
     size: tuple[int, int] = (224, 224)

@@ -30,6 +30,7 @@ class UserFunction(Transform):
     """Call ``function(inputs, rng)``; a returned dict is merged into the inputs (it may also mutate them)."""
 
     type = "user"
+    thread_safe = False  # arbitrary code: applied one sample at a time
 
     function: str = ""
 

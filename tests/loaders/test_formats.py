@@ -1,0 +1,99 @@
+"""Runs and ledgers written by an earlier batchscope keep their meaning: same samples per (step, rank), still verifiable.
+
+The golden values below were produced by the first release (read format 1,
+digest format 1) from the same inputs. A change that breaks one of them
+changes what existing runs say they read: make it deliberate, and give it a
+new format number instead.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from loaders import Catalog, ReadPlan, Shuffle, Source
+from loaders.batch import Address, Batch, Document, Sample
+from loaders.legacy import batch_digests_v1
+from loaders.run import Run
+from loaders.run_manifest import READ_FORMAT, stored_plan_json
+from loaders.transforms.media import RandomResizedCrop
+from tests.support.readpath import write_text_dataset
+
+FORMAT_1_KEYS = {
+    0: ["alpha-94", "alpha-59", "alpha-84", "beta-14", "beta-17", "alpha-24", "alpha-81", "alpha-20"],
+    5: ["alpha-55", "beta-8", "beta-12", "alpha-76", "alpha-28", "alpha-27", "alpha-82", "beta-28"],
+    11: ["alpha-43", "beta-26", "beta-20", "alpha-17", "alpha-4", "alpha-2", "alpha-11", "alpha-34"],
+}
+
+
+def _catalog(tmp_path: Path) -> Catalog:
+    catalog = Catalog(tmp_path / "catalog")
+    write_text_dataset(catalog, "alpha", 97, row_group=3, shards=3)
+    write_text_dataset(catalog, "beta", 31, row_group=2, shards=1)
+    return catalog
+
+
+PLAN = ReadPlan(
+    [Source("alpha@v1", weight=2.0), Source("beta@v1", weight=1.0)], seed=7, global_batch_size=8, steps=12, streams=4,
+    shuffle=Shuffle(chunk_size=6, window_chunks=2), mixture_block=64,
+)
+
+
+def _as_format_1(manifest: dict) -> dict:
+    """A manifest as the first release wrote it: no read format recorded."""
+    resolved = {k: v for k, v in manifest["resolved"].items() if k != "read_format"}
+    return {**manifest, "resolved": resolved}
+
+
+def test_a_format_1_run_reads_what_it_read_then_and_new_runs_record_their_format(tmp_path):
+    catalog = _catalog(tmp_path)
+    run = catalog.create_run("r", PLAN)
+    assert run.manifest["resolved"]["read_format"] == READ_FORMAT == run.read_format
+    stored = json.loads((Path(run.directory) / "run.json").read_text())
+    old = Run(catalog, _as_format_1(stored))
+    assert old.read_format == 1
+    assert {s: old.batch(s, 0, world_size=1).keys for s in FORMAT_1_KEYS} == FORMAT_1_KEYS
+    for world_size in (2, 4):  # elastic partition holds in the old format too
+        for step in FORMAT_1_KEYS:
+            joined = [k for r in range(world_size) for k in old.batch(step, r, world_size=world_size).keys]
+            assert joined == FORMAT_1_KEYS[step]
+    assert [run.batch(s, 0, world_size=1).keys for s in FORMAT_1_KEYS] != list(FORMAT_1_KEYS.values())  # windows now staggered
+
+
+def test_format_1_plans_keep_full_size_crops():
+    plan = ReadPlan([Source("images@v1", transforms=[RandomResizedCrop("image", size=(32, 32))])], seed=0, global_batch_size=2, steps=1)
+    stored = plan.to_json()
+    for source in stored["sources"]:
+        for transform in source["transforms"]:
+            del transform["reduced_decode"]  # the first release had no such option
+    manifest = {"plan": stored, "resolved": {}}
+    crop = ReadPlan.from_json(stored_plan_json(manifest)).sources[0].transforms[0]
+    assert crop.reduced_decode is False
+    assert ReadPlan.from_json(stored_plan_json({"plan": plan.to_json(), "resolved": {"read_format": 2}})).sources[0].transforms[0].reduced_decode
+
+
+def test_format_1_digests_are_the_first_release_digests():
+    document = Document(
+        0, "alpha@v1", "alpha-3", Address("alpha", "0123456789abcdef0123456789abcdef", 1, 2), 0, {"id": "alpha-3", "text": "x"}, None, 5
+    )
+    sample = Sample(17, 1, 0, [document], {"id": "alpha-3", "text": "x", "input_ids": [1, 2, 3]})
+    batch_digest, sample_digests = batch_digests_v1(Batch("old", 2, 0, 1, [sample]))
+    assert (sample_digests, batch_digest) == (["0827b0e3cd144722"], "9776d350d9b5faa869e02bb914d2c75f")
+
+
+def test_a_ledger_written_in_digest_format_1_still_verifies_and_still_catches_changes(tmp_path):
+    catalog = _catalog(tmp_path)
+    run = catalog.create_run("r", PLAN)
+    ledger = Path(run.directory) / "ledger"
+    ledger.mkdir(parents=True, exist_ok=True)
+    lines = []
+    for step in range(3):
+        batch = run.batch(step, 0, world_size=1)
+        digest, samples = batch_digests_v1(batch)
+        lines.append({"t": "batch", "step": step, "rank": 0, "world_size": 1, "digest": digest, "indices": batch.indices,
+                      "keys": batch.keys, "samples": samples, "time": 0.0})  # no digest_format: the first release's lines
+    lines[2]["digest"] = "0" * 32
+    lines[2]["samples"][3] = "0" * 16
+    (ledger / "w1-r0.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
+    assert [run.verify(step, 0).status for step in range(3)] == ["verified", "verified", "mismatch"]
+    assert run.verify(2, 0).differing == [run.batch(2, 0, world_size=1).indices[3]]
