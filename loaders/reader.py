@@ -18,7 +18,7 @@ STATE_FORMAT = "batchscope.reader/1"
 
 #: Samples per background task for plans whose samples are plain records (larger tasks amortize the order
 #: arithmetic and keep the decoder busy); plans with transforms or packing compute 8 steps per task.
-TASK_SAMPLES = 4096
+TASK_SAMPLES = 16384
 
 
 def default_steps_per_task(run: "Run", world_size: int) -> int:

@@ -1,10 +1,10 @@
 """Row groups decoded ahead of use on a small thread pool (Arrow releases the GIL while it decodes).
 
 A reader knows which row groups its next steps will touch long before it
-needs their records, so it *stages* them: reading, verifying and decoding run
-on the pool while the reader's own thread turns earlier row groups into
-records. Whoever needs a row group takes its staged future (or decodes it
-itself if nobody staged it). Speculative stages are bounded: past the limit
+needs their records, so it *stages* them: reading, verifying, decoding and
+converting to Python records run on the pool while the reader's own thread
+assembles batches from earlier row groups. Whoever needs a row group takes its
+staged future (or converts it itself if nobody staged it). Speculative stages are bounded: past the limit
 the oldest finished ones are dropped, so a reader that stops early leaks
 nothing.
 """
@@ -15,22 +15,21 @@ import concurrent.futures as cf
 import os
 import threading
 from collections import OrderedDict
-from typing import Callable, Hashable
-
-import pyarrow as pa
+from typing import Any, Callable, Hashable
 
 #: How many speculatively staged row groups may wait to be taken.
 STAGED_LIMIT = int(os.environ.get("BATCHSCOPE_STAGED_ROW_GROUPS", "64"))
 
 
 class Staging:
-    """Futures of row groups being (or already) decoded, by cache key."""
+    """Futures of row groups being (or already) decoded and converted, by cache key."""
 
     def __init__(self, limit: int = STAGED_LIMIT, threads: int | None = None) -> None:
+        # Decoder threads: BATCHSCOPE_DECODE_THREADS, else the CPU count (2 to 8).
         self.limit = limit
-        self._threads = threads or max(2, min(8, os.cpu_count() or 2))
+        self._threads = threads or int(os.environ.get("BATCHSCOPE_DECODE_THREADS", "0")) or max(2, min(8, os.cpu_count() or 2))
         self._pool: cf.ThreadPoolExecutor | None = None
-        self._futures: OrderedDict[Hashable, cf.Future[pa.Table]] = OrderedDict()
+        self._futures: OrderedDict[Hashable, cf.Future[Any]] = OrderedDict()
         self._lock = threading.Lock()
 
     def _executor(self) -> cf.ThreadPoolExecutor:
@@ -38,7 +37,7 @@ class Staging:
             self._pool = cf.ThreadPoolExecutor(max_workers=self._threads, thread_name_prefix="batchscope-decode")
         return self._pool
 
-    def stage(self, key: Hashable, load: Callable[[], pa.Table], *, needed: bool = False) -> None:
+    def stage(self, key: Hashable, load: Callable[[], Any], *, needed: bool = False) -> None:
         """Start ``load()`` on the pool unless ``key`` is already staged.
 
         ``needed`` stages are about to be taken and ignore the limit; others
@@ -55,7 +54,7 @@ class Staging:
                 del self._futures[done]
             self._futures[key] = self._executor().submit(load)
 
-    def take(self, key: Hashable) -> cf.Future[pa.Table] | None:
+    def take(self, key: Hashable) -> cf.Future[Any] | None:
         """Remove and return the stage of ``key``, if any (its result raises what ``load`` raised)."""
         with self._lock:
             return self._futures.pop(key, None)

@@ -194,8 +194,7 @@ def read_range_into(uri: str, offset: int, target: memoryview) -> int:
         data = read_range(uri, offset, len(target))
         target[: len(data)] = data
         return len(data)
-    _, path = resolve(uri)
-    fd = os.open(path, os.O_RDONLY)
+    fd = os.open(uri, os.O_RDONLY)  # normalized: a local absolute path
     try:
         done = 0
         while done < len(target):

@@ -6,7 +6,6 @@ import bisect
 import functools
 import os
 import threading
-import time
 from typing import Any, Iterator, Sequence
 
 import numpy as np
@@ -235,28 +234,30 @@ class DatasetVersion:
         info = self.shards[shard]
 
         def convert() -> _Records:
-            # The Arrow table is not kept: these records are. (Keeping both doubles the memory a shuffle window
-            # holds, and fresh memory costs page faults: reusing it is what makes a scan fast.)
             key = (info.checksum, group)
             staged = _STAGING.take(key)
             if staged is not None:
-                table = staged.result()
-            else:
-                table = _ROW_GROUP_CACHE.get(key) if key in _ROW_GROUP_CACHE else None
-                if table is None:
-                    table = self._load_row_group(shard, group)
-            try:
-                records = _Records(table_records(table))
-            except Exception as exc:
-                first = self._rg_starts[shard][group]
-                raise CorruptData(f"{self.where(shard)} rows {first}-{first + len(table) - 1}: cannot be decoded: {exc}") from exc
-            # Hand the GIL over right away: decoder threads waiting for it to finish a row group would otherwise
-            # wait a whole switch interval while this thread goes on assembling batches.
-            time.sleep(0)
-            records.nbytes = table.nbytes + 160 * len(records) * max(1, table.num_columns)
-            return records
+                return staged.result()
+            table = _ROW_GROUP_CACHE.get(key) if key in _ROW_GROUP_CACHE else None
+            return self._records_of(shard, group, table)
 
         return _RECORD_CACHE.get_or_make((info.checksum, group), convert)
+
+    def _records_of(self, shard: int, group: int, table: pa.Table | None = None) -> _Records:
+        """Read (unless given), verify, decode and convert one row group to Python records.
+
+        The Arrow table is not kept: the records are. (Keeping both doubles the
+        memory a shuffle window holds, and fresh memory costs page faults.)
+        """
+        if table is None:
+            table = self._load_row_group(shard, group)
+        try:
+            records = _Records(table_records(table))
+        except Exception as exc:
+            first = self._rg_starts[shard][group]
+            raise CorruptData(f"{self.where(shard)} rows {first}-{first + len(table) - 1}: cannot be decoded: {exc}") from exc
+        records.nbytes = table.nbytes + 160 * len(records) * max(1, table.num_columns)
+        return records
 
     def read_many(self, locations: Sequence[tuple[int, int]]) -> list[Record]:
         """Decoded records for many ``(shard, row)`` pairs, in the order asked (each row group converted once)."""
@@ -306,7 +307,7 @@ class DatasetVersion:
             return
         for shard, group in missing:
             _STAGING.stage(
-                (self.shards[shard].checksum, group), functools.partial(self._load_row_group, shard, group), needed=needed
+                (self.shards[shard].checksum, group), functools.partial(self._records_of, shard, group), needed=needed
             )
 
     def record(self, index: int) -> Record:
