@@ -45,6 +45,29 @@ READ_FORMAT = 2
 _FORMAT_1_OPTIONS = {"random_resized_crop": {"reduced_decode": False}}
 
 
+def _plan_in_format_1(plan: dict[str, Any]) -> dict[str, Any] | None:
+    """The plan JSON as read format 1 stored it, or None when the plan asks for what format 1 cannot mean."""
+
+    def strip(transforms: list[dict[str, Any]]) -> list[dict[str, Any]] | None:
+        out = []
+        for t in transforms:
+            implied = _FORMAT_1_OPTIONS.get(t.get("type"), {})
+            if any(t.get(k, v) != v for k, v in implied.items()):
+                return None
+            out.append({k: v for k, v in t.items() if k not in implied})
+        return out
+
+    sources = [strip(source.get("transforms", [])) for source in plan.get("sources", [])]
+    transforms = strip(plan.get("transforms", []))
+    if transforms is None or any(t is None for t in sources):
+        return None
+    return {
+        **plan,
+        "transforms": transforms,
+        "sources": [{**source, "transforms": t} for source, t in zip(plan.get("sources", []), sources)],
+    }
+
+
 def read_format(manifest: dict[str, Any]) -> int:
     """The read format a run manifest was created with (1 when it predates the field)."""
     return int(manifest["resolved"].get("read_format", 1))
@@ -87,6 +110,10 @@ def run_dir(catalog: Catalog, name: str) -> str:
 def create_run(catalog: Catalog, name: str, plan: ReadPlan, *, exist_ok: bool = False) -> "Run":
     """Resolve ``plan`` against ``catalog`` and write the run manifest (see :meth:`Catalog.create_run`)."""
     path = storage.join(run_dir(catalog, name), "run.json")
+    old = json.loads(storage.read_bytes(path)) if storage.stat(path).exists else None
+    # Reopening an existing run resolves the plan in the read format that run was created with.
+    fmt = read_format(old) if old is not None else READ_FORMAT
+    plan_json = plan.to_json() if fmt >= 2 else _plan_in_format_1(plan.to_json())
     versions = [catalog.resolve(s.ref) for s in plan.sources]
     weights = [float(s.weight) if s.weight is not None else float(v.rows) for s, v in zip(plan.sources, versions)]
     for source, version in zip(plan.sources, versions):
@@ -111,9 +138,10 @@ def create_run(catalog: Catalog, name: str, plan: ReadPlan, *, exist_ok: bool = 
         "tokenizers": tokenizers,
         "sequences_per_block": None,
         "total_steps": plan.steps,
-        "read_format": READ_FORMAT,
     }
-    manifest = {"format": "batchscope.run/1", "name": name, "created": now(), "plan": plan.to_json(), "resolved": resolved}
+    if fmt >= 2:
+        resolved["read_format"] = fmt
+    manifest = {"format": "batchscope.run/1", "name": name, "created": now(), "plan": plan_json or plan.to_json(), "resolved": resolved}
     from .run import Run
 
     run = Run(catalog, manifest)
@@ -129,14 +157,13 @@ def create_run(catalog: Catalog, name: str, plan: ReadPlan, *, exist_ok: bool = 
         )
         resolved["total_steps"] = max(1, math.ceil(plan.epochs * need / plan.global_batch_size))
     manifest["fingerprint"] = fingerprint(manifest["plan"], resolved)
-    existing = storage.stat(path)
-    if existing.exists:
-        old = json.loads(storage.read_bytes(path))
-        if old.get("fingerprint") == manifest["fingerprint"] and exist_ok:
-            return Run(catalog, old)
+    if old is not None:
+        same = plan_json is not None and old.get("fingerprint") == manifest["fingerprint"]
+        if same and exist_ok:
+            return Run(catalog, old)  # an identical run, in the read format it was created with
         raise InvalidPlan(
             f"run {name!r} already exists in {catalog.root}"
-            + (" with a different plan or different resolved versions" if old.get("fingerprint") != manifest["fingerprint"] else "")
+            + ("" if same else " with a different plan or different resolved versions")
             + "; pick another name"
             + ("" if exist_ok else " or pass exist_ok=True to reopen an identical run")
         )

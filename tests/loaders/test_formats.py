@@ -11,11 +11,13 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from loaders import Catalog, ReadPlan, Shuffle, Source
+import pytest
+
+from loaders import Catalog, InvalidPlan, ReadPlan, Shuffle, Source
 from loaders.batch import Address, Batch, Document, Sample
 from loaders.legacy import batch_digests_v1
 from loaders.run import Run
-from loaders.run_manifest import READ_FORMAT, stored_plan_json
+from loaders.run_manifest import READ_FORMAT, fingerprint, stored_plan_json
 from loaders.transforms.media import RandomResizedCrop
 from tests.support.readpath import write_text_dataset
 
@@ -40,9 +42,9 @@ PLAN = ReadPlan(
 
 
 def _as_format_1(manifest: dict) -> dict:
-    """A manifest as the first release wrote it: no read format recorded."""
+    """A manifest as the first release wrote it: no read format recorded (and the fingerprint it had then)."""
     resolved = {k: v for k, v in manifest["resolved"].items() if k != "read_format"}
-    return {**manifest, "resolved": resolved}
+    return {**manifest, "resolved": resolved, "fingerprint": fingerprint(manifest["plan"], resolved)}
 
 
 def test_a_format_1_run_reads_what_it_read_then_and_new_runs_record_their_format(tmp_path):
@@ -97,3 +99,14 @@ def test_a_ledger_written_in_digest_format_1_still_verifies_and_still_catches_ch
     (ledger / "w1-r0.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
     assert [run.verify(step, 0).status for step in range(3)] == ["verified", "verified", "mismatch"]
     assert run.verify(2, 0).differing == [run.batch(2, 0, world_size=1).indices[3]]
+
+
+def test_reopening_a_format_1_run_keeps_it_and_a_plan_it_cannot_mean_is_refused(tmp_path):
+    catalog = _catalog(tmp_path)
+    run = catalog.create_run("r", PLAN)
+    manifest_path = Path(run.directory) / "run.json"
+    manifest_path.write_text(json.dumps(_as_format_1(json.loads(manifest_path.read_text()))))
+    reopened = catalog.create_run("r", PLAN, exist_ok=True)
+    assert reopened.read_format == 1 and reopened.batch(5, 0, world_size=1).keys == FORMAT_1_KEYS[5]
+    with pytest.raises(InvalidPlan, match="different plan"):
+        catalog.create_run("r", ReadPlan([Source("alpha@v1")], seed=8, global_batch_size=8, steps=12, streams=4), exist_ok=True)
