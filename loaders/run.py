@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import json
+import operator
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass
@@ -124,6 +125,7 @@ class Run:
         self._lock = threading.Lock()
         self._ledger: "Ledger | None" = None
         self._refs: list[SourceRef] | None = None
+        self._prefetched_draws: dict[tuple[int, int, int], tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
 
     # -- description ------------------------------------------------------------
     @property
@@ -227,6 +229,13 @@ class Run:
 
     def draws(self, stream: int, counters: range) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """``(sources, record indices, epochs)`` of documents ``counters`` of ``stream`` (vectorized :meth:`draw`)."""
+        with self._lock:
+            ahead = self._prefetched_draws.pop((stream, counters.start, counters.stop), None)
+        if ahead is not None:  # computed by prefetch() for exactly this range
+            return ahead
+        return self._compute_draws(stream, counters)
+
+    def _compute_draws(self, stream: int, counters: range) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         positions = np.arange(counters.start, counters.stop, dtype=np.int64) + self._phase[stream]
         sources, n = self.mixture.draw_many(positions)
         records = np.empty(len(positions), dtype=np.int64)
@@ -426,7 +435,7 @@ class Run:
         stream_of = np.repeat(np.asarray(streams, dtype=np.int64), width)
         index = np.asarray(steps, dtype=np.int64)[:, None] * self.global_batch_size + position[None, :]
         flat = gather.ravel()
-        records = [read.records[g] for g in flat.tolist()]
+        records = list(operator.itemgetter(*flat.tolist())(read.records)) if len(flat) > 1 else [read.records[int(flat[0])]]
         sources = read.sources[flat]
         shards = read.shards[flat]
         rows = read.rows[flat]
@@ -489,7 +498,12 @@ class Run:
                 last = ((steps.stop * per_stream) - 1) // self.sequences_per_block
                 d = self.plan.pack.docs_per_block
                 counters = range(first * d, (last + 1) * d)
-            sources, indices, _ = self.draws(stream, counters)
+            drawn = self._compute_draws(stream, counters)
+            with self._lock:  # kept for the batches() call that will ask for exactly this range
+                if len(self._prefetched_draws) >= 4 * self.streams:
+                    self._prefetched_draws.clear()
+                self._prefetched_draws[(stream, counters.start, counters.stop)] = drawn
+            sources, indices, _ = drawn
             for source in np.unique(sources).tolist():
                 self.version(source).prefetch_indices(indices[sources == source])
 
