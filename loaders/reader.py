@@ -21,22 +21,41 @@ STATE_FORMAT = "batchscope.reader/1"
 TASK_SAMPLES = 16384
 
 
-def default_steps_per_task(run: "Run", world_size: int) -> int:
-    """How many consecutive steps one background task computes, by default."""
+def _plain_records(run: "Run") -> bool:
+    """Whether the plan's samples are records as stored (no transforms, no packing)."""
     plan = run.plan
-    if plan.pack is None and not plan.document_transforms and not any(s.transforms for s in plan.sources):
+    return plan.pack is None and not plan.document_transforms and not any(s.transforms for s in plan.sources)
+
+
+def default_steps_per_task(run: "Run", world_size: int) -> int:
+    """How many consecutive steps one task computes, by default."""
+    if _plain_records(run):
         return max(1, min(256, TASK_SAMPLES * world_size // run.global_batch_size))
     return 8
+
+
+def default_prefetch(run: "Run") -> int:
+    """How many tasks are computed ahead on background threads, by default.
+
+    For plain records the heavy work (reading, verifying, decoding and
+    converting row groups) already runs ahead on the decoder pool, and
+    assembling a batch is a few vectorized operations: doing that in the
+    calling thread avoids a second Python thread contending for the GIL.
+    Transforms (tokenizing, packing, cropping) run on background threads.
+    """
+    return 0 if _plain_records(run) else 2
 
 
 class Reader:
     """Iterate the batches rank ``rank`` of ``world_size`` reads, from ``start_step`` on.
 
-    Batches are computed ahead, in tasks of ``steps_per_task`` consecutive
-    steps (up to ``prefetch`` tasks in flight on ``threads`` background
-    threads), with the same function as :meth:`Run.batch`; while a task is
-    assembled, a decoder pool already reads, verifies and decodes the row
-    groups of the next one. Each batch is recorded in the ledger as it is
+    Batches are computed in tasks of ``steps_per_task`` consecutive steps
+    with the same function as :meth:`Run.batch`; while a task is assembled, a
+    decoder pool already reads, verifies, decodes and converts the row groups
+    of the next one. With ``prefetch`` > 0, up to that many tasks are computed
+    ahead on ``threads`` background threads (the default for plans with
+    transforms; plain-record plans assemble in the calling thread, see
+    :func:`default_prefetch`). Each batch is recorded in the ledger as it is
     handed out. ``state_dict()`` is tiny and ``load_state_dict()`` resumes in
     O(1) at any world size the plan allows; the first tasks after a start or
     resume are short (1, 2, 4... steps), so the first batch comes quickly.
@@ -59,7 +78,7 @@ class Reader:
         *,
         start_step: int = 0,
         end_step: int | None = None,
-        prefetch: int = 2,
+        prefetch: int | None = None,
         threads: int = 1,
         steps_per_task: int | None = None,
         ledger: bool = True,
@@ -77,7 +96,7 @@ class Reader:
         self.world_size = world_size
         self.next_step = start_step
         self.end_step = run.total_steps if end_step is None else min(end_step, run.total_steps)
-        self.prefetch = max(0, prefetch)
+        self.prefetch = max(0, prefetch if prefetch is not None else default_prefetch(run))
         self.worker = worker
         self.num_workers = num_workers
         self._threads = threads
