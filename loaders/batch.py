@@ -120,6 +120,11 @@ class SourceRef:
     version: str
     key_of: Callable[[Record], str]
 
+    def document(self, source: int, shard: int, row: int, epoch: int, record: Record, draw: int, key: str | None = None) -> Document:
+        """The ``Document`` for ``record`` at ``(shard, row)`` of this source (``key`` when already known)."""
+        key = self.key_of(record) if key is None else key
+        return Document(source, self.name, key, Address(self.dataset, self.version, shard, row), epoch, record, None, draw)
+
 
 @dataclass(slots=True)
 class SampleColumns:
@@ -157,9 +162,8 @@ class SampleColumns:
                 hex_digests(self.digests),
             )
         ):
-            ref = self.sources[source]
             record = self.records[i]
-            document = Document(source, ref.name, key, Address(ref.dataset, ref.version, shard, row), epoch, record, None, draw)
+            document = self.sources[source].document(source, shard, row, epoch, record, draw, key)
             out.append(Sample(index, position, stream, [document], dict(record) if inputs is None else inputs[i], digest))
         return out
 

@@ -162,6 +162,15 @@ class Reader:
                     yield range(start, stop)
             block += 1
 
+    def _tasks_and_next(self) -> Iterator[tuple[range, range | None]]:
+        """Each of :meth:`_my_tasks` with the task after it (None for the last), whose row groups it stages."""
+        tasks = self._my_tasks()
+        steps = next(tasks, None)
+        while steps is not None:
+            ahead = next(tasks, None)
+            yield steps, ahead
+            steps = ahead
+
     def _start(self) -> None:
         if self._started:
             return
@@ -185,20 +194,13 @@ class Reader:
 
     def __iter__(self) -> Iterator[Batch]:
         self._start()
-        tasks = self._my_tasks()
         if self._pool is None:
-            steps = next(tasks, None)
-            while steps is not None:
-                ahead = next(tasks, None)
+            for steps, ahead in self._tasks_and_next():
                 for batch in self._compute(steps, ahead):
                     yield self._deliver(batch)
-                steps = ahead
             return
-        steps = next(tasks, None)
-        while steps is not None:
-            ahead = next(tasks, None)
+        for steps, ahead in self._tasks_and_next():
             self._pending.append((steps.start, self._pool.submit(self._compute, steps, ahead)))
-            steps = ahead
             if len(self._pending) > self.prefetch:
                 for batch in self._pending.popleft()[1].result():
                     yield self._deliver(batch)

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Iterator
 import numpy as np
 
 from . import storage
-from .batch import Address, Batch, Document, Sample, SampleColumns, SourceRef, made_inputs
+from .batch import Batch, Document, Sample, SampleColumns, SourceRef, made_inputs
 from .digests import DIGEST_FORMAT, document_hashes, made_hash, sample_digests, version_hash
 from .legacy import batch_digests_v1
 from .catalog import Catalog
@@ -248,14 +248,13 @@ class Run:
     def _read(self, stream: int, counters: range) -> _Documents:
         """Read documents ``counters`` of ``stream`` as columns (each row group read and converted once)."""
         sources, indices, epochs = self.draws(stream, counters)
-        shards = np.empty_like(indices)
-        rows = np.empty_like(indices)
         present = np.unique(sources).tolist()
         if len(present) == 1:
             version = self.version(present[0])
             shards, rows = version.locate_arrays(indices)
             records = version.read_indices(indices)
         else:
+            shards, rows = np.empty_like(indices), np.empty_like(indices)
             slots: list[Record | None] = [None] * len(indices)
             for source in present:
                 picked = np.flatnonzero(sources == source)
@@ -271,13 +270,12 @@ class Run:
         """Documents ``counters`` of ``stream`` as objects (the packing path needs them one by one)."""
         read = self._read(stream, counters)
         refs = self.source_refs
-        out = []
-        for source, epoch, draw, shard, row, record in zip(
-            read.sources.tolist(), read.epochs.tolist(), read.draws.tolist(), read.shards.tolist(), read.rows.tolist(), read.records
-        ):
-            ref = refs[source]
-            out.append(Document(source, ref.name, ref.key_of(record), Address(ref.dataset, ref.version, shard, row), epoch, record, None, draw))
-        return out
+        return [
+            refs[source].document(source, shard, row, epoch, record, draw)
+            for source, epoch, draw, shard, row, record in zip(
+                read.sources.tolist(), read.epochs.tolist(), read.draws.tolist(), read.shards.tolist(), read.rows.tolist(), read.records
+            )
+        ]
 
     @property
     def source_refs(self) -> list[SourceRef]:
@@ -422,10 +420,11 @@ class Run:
     def _unpacked_batches(self, steps: range, rank: int, world_size: int, positions: range) -> list[Batch]:
         """Columnar batches: every stream's documents for all ``steps`` read at once, then sliced per step."""
         per_stream = self.global_batch_size // self.streams
-        streams = sorted({p // per_stream for p in positions})
+        streams = self._streams_of(positions)
         first = positions.start % per_stream
         width = len(positions) // len(streams)
-        reads = [self._read(stream, range(steps.start * per_stream, steps.stop * per_stream)) for stream in streams]
+        [counters] = self._counters(steps)  # unpacked: one range per stream
+        reads = [self._read(stream, counters) for stream in streams]
         read = _Documents.concat(reads)
         # gather[t, j]: which read document is sample j of the batch of step steps[t]
         within = first + np.arange(width, dtype=np.int64)
@@ -486,26 +485,32 @@ class Run:
         if not steps or steps.start >= self.total_steps:
             return
         steps = range(steps.start, min(steps.stop, self.total_steps))
-        positions = self.positions(rank, world_size)
+        for stream in self._streams_of(self.positions(rank, world_size)):
+            for counters in self._counters(steps):
+                drawn = self._compute_draws(stream, counters)
+                with self._lock:  # kept for the batches() call that will ask for exactly this range
+                    if len(self._prefetched_draws) >= 4 * self.streams:
+                        self._prefetched_draws.clear()
+                    self._prefetched_draws[(stream, counters.start, counters.stop)] = drawn
+                sources, indices, _ = drawn
+                for source in np.unique(sources).tolist():
+                    self.version(source).prefetch_indices(indices[sources == source])
+
+    def _streams_of(self, positions: range) -> list[int]:
+        """The canonical streams that positions of the global batch come from."""
         per_stream = self.global_batch_size // self.streams
-        streams = sorted({p // per_stream for p in positions})
-        for stream in streams:
-            if self.plan.pack is None:
-                counters = range(steps.start * per_stream, steps.stop * per_stream)
-            else:
-                assert self.sequences_per_block is not None
-                first = (steps.start * per_stream) // self.sequences_per_block
-                last = ((steps.stop * per_stream) - 1) // self.sequences_per_block
-                d = self.plan.pack.docs_per_block
-                counters = range(first * d, (last + 1) * d)
-            drawn = self._compute_draws(stream, counters)
-            with self._lock:  # kept for the batches() call that will ask for exactly this range
-                if len(self._prefetched_draws) >= 4 * self.streams:
-                    self._prefetched_draws.clear()
-                self._prefetched_draws[(stream, counters.start, counters.stop)] = drawn
-            sources, indices, _ = drawn
-            for source in np.unique(sources).tolist():
-                self.version(source).prefetch_indices(indices[sources == source])
+        return sorted({p // per_stream for p in positions})
+
+    def _counters(self, steps: range) -> list[range]:
+        """The ranges of one stream's documents that :meth:`batches` reads for ``steps`` (one per packing block)."""
+        per_stream = self.global_batch_size // self.streams
+        if self.plan.pack is None:
+            return [range(steps.start * per_stream, steps.stop * per_stream)]
+        assert self.sequences_per_block is not None
+        d = self.plan.pack.docs_per_block
+        first = (steps.start * per_stream) // self.sequences_per_block
+        last = (steps.stop * per_stream - 1) // self.sequences_per_block
+        return [range(block * d, (block + 1) * d) for block in range(first, last + 1)]
 
     def addresses(self, step: int, rank: int = 0, *, world_size: int = 1) -> list[tuple[int, int, int]]:
         """``(source, record index, epoch)`` of each document of an unpacked step — pure arithmetic, no reads."""

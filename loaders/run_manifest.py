@@ -8,7 +8,7 @@ import json
 import math
 import statistics
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 
 from . import storage
 from .catalog import Catalog, check_name
@@ -36,8 +36,6 @@ class ResolvedSource:
         return self.__dict__.copy()
 
 
-
-
 #: How a run's plan turns into samples. A run keeps the format it was created with, so upgrading batchscope
 #: never changes what an existing run's (step, rank) means. 1: unstaggered shuffle windows, full-size crops
 #: (plans stored before RandomResizedCrop had ``reduced_decode``); 2: staggered windows, options as stored.
@@ -45,27 +43,32 @@ READ_FORMAT = 2
 _FORMAT_1_OPTIONS = {"random_resized_crop": {"reduced_decode": False}}
 
 
+def _with_transforms(
+    plan: dict[str, Any], change: Callable[[dict[str, Any]], dict[str, Any] | None]
+) -> dict[str, Any] | None:
+    """``plan`` JSON with ``change`` applied to every transform (its own and its sources'); None if any gives None."""
+
+    def each(transforms: list[dict[str, Any]]) -> list[dict[str, Any]] | None:
+        changed = [change(t) for t in transforms]
+        return None if any(t is None for t in changed) else changed  # type: ignore[return-value]
+
+    own = each(plan.get("transforms", []))
+    sources = [each(source.get("transforms", [])) for source in plan.get("sources", [])]
+    if own is None or any(t is None for t in sources):
+        return None
+    return {**plan, "transforms": own, "sources": [{**src, "transforms": t} for src, t in zip(plan.get("sources", []), sources)]}
+
+
 def _plan_in_format_1(plan: dict[str, Any]) -> dict[str, Any] | None:
     """The plan JSON as read format 1 stored it, or None when the plan asks for what format 1 cannot mean."""
 
-    def strip(transforms: list[dict[str, Any]]) -> list[dict[str, Any]] | None:
-        out = []
-        for t in transforms:
-            implied = _FORMAT_1_OPTIONS.get(t.get("type"), {})
-            if any(t.get(k, v) != v for k, v in implied.items()):
-                return None
-            out.append({k: v for k, v in t.items() if k not in implied})
-        return out
+    def strip(transform: dict[str, Any]) -> dict[str, Any] | None:
+        implied = _FORMAT_1_OPTIONS.get(transform.get("type"), {})
+        if any(transform.get(k, v) != v for k, v in implied.items()):
+            return None
+        return {k: v for k, v in transform.items() if k not in implied}
 
-    sources = [strip(source.get("transforms", [])) for source in plan.get("sources", [])]
-    transforms = strip(plan.get("transforms", []))
-    if transforms is None or any(t is None for t in sources):
-        return None
-    return {
-        **plan,
-        "transforms": transforms,
-        "sources": [{**source, "transforms": t} for source, t in zip(plan.get("sources", []), sources)],
-    }
+    return _with_transforms(plan, strip)
 
 
 def read_format(manifest: dict[str, Any]) -> int:
@@ -78,15 +81,10 @@ def stored_plan_json(manifest: dict[str, Any]) -> dict[str, Any]:
     plan = manifest["plan"]
     if read_format(manifest) >= 2:
         return plan
+    upgraded = _with_transforms(plan, lambda t: {**_FORMAT_1_OPTIONS.get(t.get("type"), {}), **t})
+    assert upgraded is not None
+    return upgraded
 
-    def upgrade(transforms: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        return [{**_FORMAT_1_OPTIONS.get(t.get("type"), {}), **t} for t in transforms]
-
-    return {
-        **plan,
-        "transforms": upgrade(plan.get("transforms", [])),
-        "sources": [{**source, "transforms": upgrade(source.get("transforms", []))} for source in plan.get("sources", [])],
-    }
 
 def fingerprint(plan: dict[str, Any], resolved: dict[str, Any]) -> str:
     """What a reader state is checked against: a hash of the plan and everything resolved from it."""

@@ -155,24 +155,19 @@ class DatasetVersion:
         shard = bisect.bisect_right(self._starts, index) - 1
         return shard, index - self._starts[shard]
 
-    def locate_many(self, indices: Sequence[int]) -> list[tuple[int, int]]:
-        """Vectorized :meth:`locate` for many record indices."""
-        array = np.asarray(indices, dtype=np.int64)
-        if array.size and (array.min() < 0 or array.max() >= self.rows):
-            bad = int(array[(array < 0) | (array >= self.rows)][0])
-            raise SampleNotFound(f"record {bad} is outside {self.ref} (it has {self.rows} rows)")
-        shards = np.searchsorted(self._starts_array, array, side="right") - 1
-        rows = array - self._starts_array[shards]
-        return list(zip(shards.tolist(), rows.tolist()))
-
     def locate_arrays(self, indices: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Vectorized :meth:`locate`: ``(shards, rows)`` arrays for an array of record indices."""
+        array = self._checked(indices)
+        shards = np.searchsorted(self._starts_array, array, side="right") - 1
+        return shards, array - self._starts_array[shards]
+
+    def _checked(self, indices: np.ndarray) -> np.ndarray:
+        """``indices`` as int64, or SampleNotFound naming the first one outside ``[0, rows)``."""
         array = np.asarray(indices, dtype=np.int64)
         if array.size and (array.min() < 0 or array.max() >= self.rows):
             bad = int(array[(array < 0) | (array >= self.rows)][0])
             raise SampleNotFound(f"record {bad} is outside {self.ref} (it has {self.rows} rows)")
-        shards = np.searchsorted(self._starts_array, array, side="right") - 1
-        return shards, array - self._starts_array[shards]
+        return array
 
     def index_of(self, shard: int, row: int) -> int:
         """The record index of ``(shard, row)``."""
@@ -201,7 +196,6 @@ class DatasetVersion:
         if not 0 <= shard < len(self.shards):
             raise SampleNotFound(f"{self.ref} has no shard {shard} (it has {len(self.shards)})")
         info = self.shards[shard]
-
         return _ROW_GROUP_CACHE.get_or_make((info.checksum, group), lambda: self._load_row_group(shard, group))
 
     def _load_row_group(self, shard: int, group: int) -> pa.Table:
@@ -275,12 +269,9 @@ class DatasetVersion:
         records once (and cached), so a shuffle window pays the conversion
         once per row group, not once per sample.
         """
-        indices = np.asarray(indices, dtype=np.int64)
+        indices = self._checked(indices)
         if not indices.size:
             return []
-        if indices.min() < 0 or indices.max() >= self.rows:
-            bad = int(indices[(indices < 0) | (indices >= self.rows)][0])
-            raise SampleNotFound(f"record {bad} is outside {self.ref} (it has {self.rows} rows)")
         groups = np.searchsorted(self._rg_firsts, indices, side="right") - 1
         offsets = (indices - self._rg_firsts[groups]).tolist()
         ids = groups.tolist()
