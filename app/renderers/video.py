@@ -164,20 +164,24 @@ def _inline(value: Any) -> bytes | None:
     return None
 
 
-def _by_path(value: Any, where: str) -> str | None:
-    return stored_path_of(value, where=where)
+def _stored_path(value: Any, ctx: FieldContext) -> str | ErrorView:
+    """The path a video stored by path names, or the inline error to show instead."""
+    try:
+        path = stored_path_of(value, where=where_of(ctx))
+    except DecodeError as exc:
+        return ErrorView(message=exc.message)
+    if path is None:
+        return ErrorView(message=f"{where_of(ctx)}: video value has neither bytes nor a path")
+    return path
 
 
 @register("video")
 def video_field(value: Any, ctx: FieldContext) -> View:
     data = _inline(value)
     if data is None:
-        try:
-            path = _by_path(value, where_of(ctx))
-        except DecodeError as exc:
-            return ErrorView(message=exc.message)
-        if path is None:
-            return ErrorView(message=f"{where_of(ctx)}: video value has neither bytes nor a path")
+        path = _stored_path(value, ctx)
+        if isinstance(path, ErrorView):
+            return path
         view_url = urls.view_of(ctx.media_url) if ctx.media_url else None
         return VideoView(path=path, summary=f"stored by path: {path}", deferred=view_url is not None, fragment_url=view_url)
     try:
@@ -192,12 +196,9 @@ def video_cell(value: Any, ctx: FieldContext) -> View:
     href = urls.view_of(ctx.media_url) if ctx.media_url else None
     data = _inline(value)
     if data is None:
-        try:
-            path = _by_path(value, where_of(ctx))
-        except DecodeError as exc:
-            return ErrorView(message=exc.message)
-        if path is None:
-            return ErrorView(message=f"{where_of(ctx)}: video value has neither bytes nor a path")
+        path = _stored_path(value, ctx)
+        if isinstance(path, ErrorView):
+            return path
         return VideoCellView(text=f"stored by path: {path}", title=path, thumb_url=thumb, href=href)
     try:
         info = probe(data, where=where_of(ctx))
