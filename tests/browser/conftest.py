@@ -15,6 +15,7 @@ from typing import Iterator
 import pytest
 
 from loaders import Catalog
+from tests.support.processes import stop
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [
@@ -72,12 +73,7 @@ def serving(root: str, logs: Path, **settings: str) -> Iterator[str]:
         assert f"http://127.0.0.1:{port}" in log.read_text()  # the server prints its URL
         yield f"http://127.0.0.1:{port}"
     finally:
-        process.terminate()
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+        stop(process)
 
 
 @contextlib.contextmanager

@@ -17,6 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator, Mapping
 
+from tests.support.processes import stop
+
 
 def free_port() -> int:
     """A TCP port nobody listens on right now."""
@@ -81,9 +83,4 @@ def served(
         _wait(port, process, server, timeout)
         yield server
     finally:
-        process.terminate()
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+        stop(process)

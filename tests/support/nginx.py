@@ -18,7 +18,7 @@ from typing import Iterator
 
 import pytest
 
-from .s3server import free_port, wait_until_serving
+from .processes import free_port, stop, wait_until_serving
 
 _CONFIG = """\
 {user}worker_processes 1;
@@ -90,9 +90,4 @@ def nginx_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NginxServ
         wait_until_serving(url + "/", process=process, what="nginx")
         yield NginxServer(url=url, root=root)
     finally:
-        process.terminate()
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+        stop(process)

@@ -12,12 +12,8 @@ from __future__ import annotations
 
 import os
 import shutil
-import socket
 import subprocess
 import sys
-import time
-import urllib.error
-import urllib.request
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,34 +21,13 @@ from typing import Any, Iterator
 
 import pytest
 
+from .processes import free_port, stop, wait_until_serving
+
 ACCESS_KEY = "batchscope-test"
 SECRET_KEY = "batchscope-test-secret"
 REGION = "us-east-1"
 
-
-def free_port() -> int:
-    """A TCP port on 127.0.0.1 that nothing listens on right now."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def wait_until_serving(url: str, *, process: subprocess.Popen[bytes], what: str, seconds: float = 30.0) -> None:
-    """Poll ``url`` until it answers (any HTTP status); fail with the process's output otherwise."""
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            output = process.stdout.read().decode(errors="replace") if process.stdout else ""
-            raise RuntimeError(f"{what} exited with status {process.returncode} before serving {url}:\n{output}")
-        try:
-            urllib.request.urlopen(url, timeout=1).close()
-            return
-        except urllib.error.HTTPError:
-            return
-        except OSError:
-            time.sleep(0.05)
-    process.kill()
-    raise RuntimeError(f"{what} did not answer at {url} within {seconds:.0f} s")
+__all__ = ["S3Bucket", "S3Server", "env_for_subprocess", "free_port", "wait_until_serving"]
 
 
 def _moto_server_command() -> list[str]:
@@ -112,12 +87,7 @@ def s3_server() -> Iterator[S3Server]:
             threading.Thread(target=process.stdout.read, daemon=True).start()
         yield S3Server(endpoint=endpoint, process=process)
     finally:
-        process.terminate()
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+        stop(process)
 
 
 @dataclass
