@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 from dataclasses import asdict, dataclass, field
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -25,6 +26,18 @@ class DemoChanges:
     removed: list[str] = field(default_factory=list)
     edited: list[str] = field(default_factory=list)
     notes: dict[str, object] = field(default_factory=dict)
+
+    @classmethod
+    def between(cls, v1_rows: list[dict[str, Any]], v2_rows: list[dict[str, Any]], *, notes: dict[str, object]) -> "DemoChanges":
+        """Keys added, removed and edited from ``v1_rows`` to ``v2_rows`` (rows keyed by their ``id``)."""
+        before = {row["id"]: row for row in v1_rows}
+        after = {row["id"]: row for row in v2_rows}
+        return cls(
+            added=sorted(after.keys() - before.keys()),
+            removed=sorted(before.keys() - after.keys()),
+            edited=sorted(k for k in before.keys() & after.keys() if before[k] != after[k]),
+            notes=notes,
+        )
 
 
 def write_shards(

@@ -174,12 +174,8 @@ def build(catalog: Catalog, *, seed: int) -> None:
     rows = {n: _row(episodes[n]) for n in range(EPISODES + ADDED)}
     v1_rows = [_row(episodes[n], goal_bonus=False) if n in bugged else rows[n] for n in range(EPISODES)]
     v2_rows = [rows[n] for n in range(EPISODES + ADDED) if n not in removed]
-    before = {row["id"]: row for row in v1_rows}
-    after = {row["id"]: row for row in v2_rows}
-    changes = DemoChanges(
-        added=sorted(after.keys() - before.keys()),
-        removed=sorted(before.keys() - after.keys()),
-        edited=sorted(k for k in before.keys() & after.keys() if before[k] != after[k]),
+    changes = DemoChanges.between(
+        v1_rows, v2_rows,
         notes={
             "reward": f"{STEP_PENALTY} per step, plus {GOAL_BONUS} on the step that reaches the goal",
             "reward_fix": {episodes[n].key: "v1 lacks the goal bonus on the last step" for n in sorted(bugged)},

@@ -238,12 +238,8 @@ def build(catalog: Catalog, *, seed: int) -> None:
 
     v1 = pa.Table.from_pylist(v1_rows, schema=SCHEMA)
     v2 = pa.Table.from_pylist(v2_rows, schema=SCHEMA)
-    before = {row["id"]: row for row in v1_rows}
-    after = {row["id"]: row for row in v2_rows}
-    changes = DemoChanges(
-        added=sorted(after.keys() - before.keys()),
-        removed=sorted(before.keys() - after.keys()),
-        edited=sorted(k for k in before.keys() & after.keys() if before[k] != after[k]),
+    changes = DemoChanges.between(
+        v1_rows, v2_rows,
         notes={
             "re_encoded": {
                 **{_key(n): "JPEG quality lowered to 35" for n in jpegs},

@@ -206,12 +206,8 @@ def build(catalog: Catalog, *, seed: int) -> None:
     dropped = set(rng.sample(range(GROUPS), extra))
     v1, flat_v1 = _table({n: g for n, g in groups.items() if n < GROUPS}, fixed=False)
     v2, flat_v2 = _table({n: g for n, g in groups.items() if n not in dropped}, fixed=True)
-    before = {row["id"]: row for row in v1.to_pylist()}
-    after = {row["id"]: row for row in v2.to_pylist()}
-    changes = DemoChanges(
-        added=sorted(after.keys() - before.keys()),
-        removed=sorted(before.keys() - after.keys()),
-        edited=sorted(k for k in before.keys() & after.keys() if before[k] != after[k]),
+    changes = DemoChanges.between(
+        v1.to_pylist(), v2.to_pylist(),
         notes={
             "reward": "1.0 when finish_reason is 'stop' and the last integer of the completion equals the answer, else 0.0",
             "reward_fix": "v1 read answers without their sign ('-21' as 21); v2 reads the sign",

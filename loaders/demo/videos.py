@@ -128,12 +128,8 @@ def build(catalog: Catalog, *, seed: int) -> None:
     v2_rows = [
         _row(changed if n == reencoded else clips[n], encoded_v2[n], v2_dir) for n in range(CLIPS + 1) if n != dropped
     ]
-    before = {row["id"]: row for row in v1_rows}
-    after = {row["id"]: row for row in v2_rows}
-    changes = DemoChanges(
-        added=sorted(after.keys() - before.keys()),
-        removed=sorted(before.keys() - after.keys()),
-        edited=sorted(k for k in before.keys() & after.keys() if before[k] != after[k]),
+    changes = DemoChanges.between(
+        v1_rows, v2_rows,
         notes={
             "by_path": {clips[n].key: f"{MEDIA_DIR}/{clips[n].filename}" for n in BY_PATH},
             "re_encoded": {
