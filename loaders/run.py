@@ -18,9 +18,13 @@ from .batch import Batch, Document, Sample, SampleColumns, SourceRef, made_input
 from .digests import DIGEST_FORMAT, document_hashes, made_hash, sample_digests, version_hash
 from .legacy import batch_digests_v1
 from .catalog import Catalog
+from .concat_packing import ConcatPacking, PackingWaste
 from .errors import InvalidPlan, RankOutOfRange, StepOutOfRange
+from .lane_order import LaneOrder
 from .mixture import Mixture
 from .order import SourceOrder
+from .step_mixture import StepMixture
+from . import token_index
 from .plan import ReadPlan
 from .pool import map_in_order
 from .records import Record
@@ -33,6 +37,8 @@ if TYPE_CHECKING:
     from .reader import Reader
 
 _ESTIMATE_BLOCKS = 4
+#: Fixed-block packing waste is measured over every block up to this many documents, else over the first blocks.
+WASTE_EXACT_DOCUMENTS = 20_000
 
 
 @dataclass(frozen=True)
@@ -108,20 +114,32 @@ class Run:
         self.tokenizers: dict[str, str] = resolved["tokenizers"]
         self.sequences_per_block: int | None = resolved.get("sequences_per_block")
         self.fingerprint: str = manifest.get("fingerprint", "")
-        self.mixture = Mixture.build(resolved["counts"])
         streams = self.streams
-        self.orders = [
-            SourceOrder(
-                s.rows, s.chunk, streams, self.plan.shuffle.window_chunks, self.plan.seed, i, self.plan.shuffle.enabled,
-                stagger=self.read_format >= 2,
+        window, seed, shuffle = self.plan.shuffle.window_chunks, self.plan.seed, self.plan.shuffle.enabled
+        if self.read_format >= 3:  # every step carries the weights (see loaders.step_mixture)
+            self.step_mixture: StepMixture | None = StepMixture.build(
+                resolved["counts"], int(resolved["cycle_steps"]), self.global_batch_size, streams
             )
-            for i, s in enumerate(self.sources)
-        ]
-        block = self.mixture.block
-        self._phase = [k * block // streams for k in range(streams)]
-        self._base = [[self.mixture.count_before(s, self._phase[k]) for s in range(len(self.sources))] for k in range(streams)]
+            rates = self.step_mixture.rates
+            aligned = self.lossless_packing  # packed sequences are found by token counts per whole chunk
+            self.lane_orders = [
+                LaneOrder(s.rows, s.chunk, tuple(rates[:, i].tolist()), window, seed, i, shuffle, aligned)
+                for i, s in enumerate(self.sources)
+            ]
+        else:  # read formats 1 and 2: one block pattern per stream, phase-shifted (exact over whole blocks only)
+            self.step_mixture = None
+            self.mixture = Mixture.build(resolved["counts"])
+            self.orders = [
+                SourceOrder(s.rows, s.chunk, streams, window, seed, i, shuffle, stagger=self.read_format >= 2)
+                for i, s in enumerate(self.sources)
+            ]
+            block = self.mixture.block
+            self._phase = [k * block // streams for k in range(streams)]
+            self._base = [[self.mixture.count_before(s, self._phase[k]) for s in range(len(self.sources))] for k in range(streams)]
+        self._concat: ConcatPacking | None = None
         self._versions: dict[int, DatasetVersion] = {}
         self._blocks: OrderedDict[tuple[int, int], tuple[list[PackedSequence], list[Document]]] = OrderedDict()
+        self._block_dropped: dict[tuple[int, int], int] = {}
         self._lock = threading.Lock()
         self._ledger: "Ledger | None" = None
         self._refs: list[SourceRef] | None = None
@@ -211,6 +229,9 @@ class Run:
 
     def draw(self, stream: int, counter: int) -> tuple[int, int, int]:
         """``(source, record index, epoch)`` of the ``counter``-th document of ``stream``."""
+        if self.step_mixture is not None:
+            sources, records, epochs = self._compute_draws(stream, range(counter, counter + 1))
+            return int(sources[0]), int(records[0]), int(epochs[0])
         source, n = self.mixture.draw(counter + self._phase[stream])
         n -= self._base[stream][source]
         record, epoch = self.orders[source].record(stream, n)
@@ -236,13 +257,19 @@ class Run:
         return self._compute_draws(stream, counters)
 
     def _compute_draws(self, stream: int, counters: range) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        positions = np.arange(counters.start, counters.stop, dtype=np.int64) + self._phase[stream]
-        sources, n = self.mixture.draw_many(positions)
-        records = np.empty(len(positions), dtype=np.int64)
-        epochs = np.empty(len(positions), dtype=np.int64)
+        counter = np.arange(counters.start, counters.stop, dtype=np.int64)
+        if self.step_mixture is not None:
+            sources, n = self.step_mixture.draws(stream, counter)
+            orders: list[Any] = self.lane_orders
+        else:
+            sources, n = self.mixture.draw_many(counter + self._phase[stream])
+            n = n - np.asarray(self._base[stream], dtype=np.int64)[sources]
+            orders = self.orders
+        records = np.empty(len(counter), dtype=np.int64)
+        epochs = np.empty(len(counter), dtype=np.int64)
         for source in np.unique(sources).tolist():
             picked = sources == source
-            records[picked], epochs[picked] = self.orders[source].records(stream, n[picked] - self._base[stream][source])
+            records[picked], epochs[picked] = orders[source].records(stream, n[picked])
         return sources, records, epochs
 
     def _read(self, stream: int, counters: range) -> _Documents:
@@ -304,6 +331,73 @@ class Run:
     def _doc_transforms(self, source: int) -> list[Transform]:
         return [*self.plan.sources[source].transforms, *self.plan.document_transforms]
 
+    # -- packing ------------------------------------------------------------------------
+    def read_documents(
+        self, source: int, records: np.ndarray, epochs: np.ndarray, positions: np.ndarray
+    ) -> tuple[list[Document], list[dict[str, Any]]]:
+        """Documents ``records`` of ``source`` and their document-transformed inputs (read format 3 keying)."""
+        version = self.version(source)
+        shards, rows = version.locate_arrays(records)
+        raw = version.read_indices(records)
+        ref = self.source_refs[source]
+        documents = [
+            ref.document(source, shard, row, epoch, record, position)
+            for shard, row, epoch, record, position in zip(shards.tolist(), rows.tolist(), epochs.tolist(), raw, positions.tolist())
+        ]
+        return documents, self._document_inputs(source, records, shards, rows, raw)
+
+    def _document_inputs(
+        self, source: int, records: np.ndarray, shards: np.ndarray, rows: np.ndarray, raw: list[Record]
+    ) -> list[dict[str, Any]]:
+        """Document transforms applied to records of ``source``, batched, each keyed by its record (so every epoch
+        tokenizes a record the same way)."""
+        version = self.version(source)
+        inputs = [dict(r) for r in raw]
+        contexts = [
+            self._context(version, (2, source, record), f"run {self.name} ({version.where(shard, row)})", shard)
+            for record, shard, row in zip(records.tolist(), shards.tolist(), rows.tolist())
+        ]
+        for transform in self._doc_transforms(source):
+            transform.apply_many(list(zip(inputs, contexts)))
+        if inputs and "input_ids" not in inputs[0]:
+            raise InvalidPlan(
+                f"run {self.name}: documents of source {self.sources[source].ref} have no input_ids before pack; "
+                "add tokenize, chat_template or use_tokens to that source"
+            )
+        return inputs
+
+    def token_counts(self, source: int) -> np.ndarray:
+        """Tokens per chunk of ``source`` (read format 3 packing): stored with the run, verified, rebuilt if stale."""
+        entry = self.manifest["resolved"]["token_counts"][source]
+        counts, _ = token_index.load_or_build(
+            self.catalog.path("token-counts", f"{entry['key']}.npy"), entry.get("sha256"), lambda: self._count_tokens(source)
+        )
+        return counts
+
+    def _count_tokens(self, source: int) -> np.ndarray:
+        version, resolved = self.version(source), self.sources[source]
+
+        def lengths(indices: np.ndarray) -> list[int]:
+            shards, rows = version.locate_arrays(indices)
+            inputs = self._document_inputs(source, indices, shards, rows, version.read_indices(indices))
+            return [len(i["input_ids"]) for i in inputs]
+
+        return token_index.build_counts(resolved.rows, resolved.chunk, lengths)
+
+    @property
+    def concat(self) -> ConcatPacking:
+        """Lossless packing's sequence lookup (runs packed with ``Pack(strategy="concat")``)."""
+        if self._concat is None:
+            counts = [self.token_counts(s) for s in range(len(self.sources))]
+            self._concat = ConcatPacking(self, self.lane_orders, counts)
+        return self._concat
+
+    @property
+    def lossless_packing(self) -> bool:
+        """Whether this run packs with lossless concat-and-chunk (read format 3, the default strategy)."""
+        pack = self.plan.pack
+        return pack is not None and self.read_format >= 3 and pack.strategy == "concat"
+
     def _packed_block(self, stream: int, block: int) -> tuple[list[PackedSequence], list[Document]]:
         key = (stream, block)
         with self._lock:
@@ -327,14 +421,52 @@ class Run:
                     "add tokenize, chat_template or use_tokens to that source"
                 )
             tokenized.append((inputs["input_ids"], inputs.get("loss_mask") or [1] * len(inputs["input_ids"])))
-        sequences, _dropped = pack_block(
-            tokenized, seq_len=pack.seq_len, sequences=self.sequences_per_block, pad_id=pack.pad_id
+        positions = pack.position_ids if self.read_format >= 3 else "offset"
+        sequences, dropped = pack_block(
+            tokenized, seq_len=pack.seq_len, sequences=self.sequences_per_block, pad_id=pack.pad_id, positions=positions
         )
         with self._lock:
             self._blocks[key] = (sequences, documents)
+            self._block_dropped[key] = dropped
             while len(self._blocks) > 4 * self.streams + 8:
-                self._blocks.popitem(last=False)
+                old, _ = self._blocks.popitem(last=False)
+                self._block_dropped.pop(old, None)
         return sequences, documents
+
+    def packing_waste(self) -> PackingWaste | None:
+        """Document tokens packed, and tokens padded and dropped, over the run's steps (None when not packed).
+
+        Lossless packing: exact, from the token counts. Fixed-block packing:
+        exact when the run's blocks hold at most :data:`WASTE_EXACT_DOCUMENTS`
+        documents, else measured on the first blocks of every stream and
+        marked ``exact=False``.
+        """
+        pack = self.plan.pack
+        if pack is None:
+            return None
+        per_stream = self.global_batch_size // self.streams
+        if self.lossless_packing:
+            assert self.step_mixture is not None
+            read = {
+                (k, s): int(n)
+                for k in range(self.streams)
+                for s, n in enumerate(self.step_mixture.draws_before(k, self.total_steps).tolist())
+                if n
+            }
+            return self.concat.waste(read)
+        assert self.sequences_per_block is not None
+        blocks = -(-self.total_steps * per_stream // self.sequences_per_block)
+        measured = min(blocks, max(1, WASTE_EXACT_DOCUMENTS // (pack.docs_per_block * self.streams)))
+        tokens = padding = dropped = 0
+        for stream in range(self.streams):
+            for block in range(measured):
+                sequences, _ = self._packed_block(stream, block)
+                padding += sum(seq.padding for seq in sequences)
+                tokens += sum(len(seq.input_ids) - seq.padding for seq in sequences)
+                dropped += self._block_dropped.get((stream, block), 0)
+        sequences = measured * self.sequences_per_block * self.streams
+        note = "" if measured == blocks else f"measured on the first {measured} of {blocks} blocks of every stream"
+        return PackingWaste(tokens, padding, dropped, sequences, pack.seq_len, measured == blocks, note)
 
     def _estimate_sequences_per_block(self) -> int:
         pack = self.plan.pack
@@ -356,10 +488,21 @@ class Run:
     def _packed_sample(self, step: int, position: int) -> Sample:
         per_stream = self.global_batch_size // self.streams
         stream, i = divmod(position, per_stream)
+        if self.lossless_packing:
+            assert self.step_mixture is not None
+            sources, n = self.step_mixture.draws(stream, np.asarray([step * per_stream + i]))
+            seq, documents = self.concat.sequence(stream, int(sources[0]), int(n[0]))
+            return self._sequence_sample(step, position, stream, seq, documents, dropped=0)
         assert self.sequences_per_block is not None
         block, q = divmod(step * per_stream + i, self.sequences_per_block)
         sequences, documents = self._packed_block(stream, block)
-        seq = sequences[q]
+        dropped = self._block_dropped.get((stream, block), 0) if q == self.sequences_per_block - 1 else 0
+        return self._sequence_sample(step, position, stream, sequences[q], documents, dropped=dropped)
+
+    def _sequence_sample(
+        self, step: int, position: int, stream: int, seq: PackedSequence, documents: list[Document], *, dropped: int
+    ) -> Sample:
+        """A packed sequence as a sample: its documents (with their spans) and model inputs."""
         docs = []
         spans = []
         for span in seq.spans:
@@ -379,6 +522,9 @@ class Run:
             "doc_spans": spans,
             "padding": seq.padding,
         }
+        if self.read_format >= 3:  # older formats keep their inputs (and so their digests) exactly
+            inputs["cu_seqlens"] = list(seq.cu_seqlens)
+            inputs["dropped"] = dropped
         if not docs:  # an all-padding sequence (the block's documents ran out)
             docs = [documents[-1]]
         ctx = self._context(None, (0, index), f"run {self.name} step {step} sample {index}", None)
@@ -482,8 +628,8 @@ class Run:
         Pure arithmetic plus a hint to the decoder: nothing is read on this
         thread and nothing is returned. Readers call it one task ahead.
         """
-        if not steps or steps.start >= self.total_steps:
-            return
+        if not steps or steps.start >= self.total_steps or self.lossless_packing:
+            return  # lossless packing reads whole shuffle windows, cached across steps
         steps = range(steps.start, min(steps.stop, self.total_steps))
         for stream in self._streams_of(self.positions(rank, world_size)):
             for counters in self._counters(steps):

@@ -10,7 +10,7 @@ import statistics
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable
 
-from . import storage
+from . import storage, token_index
 from .catalog import Catalog, check_name
 from .errors import InvalidPlan, RunNotFound
 from .mixture import apportion
@@ -38,9 +38,15 @@ class ResolvedSource:
 
 #: How a run's plan turns into samples. A run keeps the format it was created with, so upgrading batchscope
 #: never changes what an existing run's (step, rank) means. 1: unstaggered shuffle windows, full-size crops
-#: (plans stored before RandomResizedCrop had ``reduced_decode``); 2: staggered windows, options as stored.
-READ_FORMAT = 2
-_FORMAT_1_OPTIONS = {"random_resized_crop": {"reduced_decode": False}}
+#: (plans stored before RandomResizedCrop had ``reduced_decode``); 2: staggered windows, options as stored;
+#: 3: every step carries the mixture weights (loaders.step_mixture), chunk-aligned stream parts
+#: (loaders.lane_order), lossless concat-and-chunk packing by default with position ids below seq_len.
+READ_FORMAT = 3
+#: Transform options a format implies where its stored plans omit them (they predate the option).
+_IMPLIED_OPTIONS: dict[int, dict[str, dict[str, Any]]] = {
+    1: {"random_resized_crop": {"reduced_decode": False}, "pack": {"strategy": "block", "position_ids": "document"}},
+    2: {"pack": {"strategy": "block", "position_ids": "document"}},
+}
 
 
 def _with_transforms(
@@ -59,11 +65,12 @@ def _with_transforms(
     return {**plan, "transforms": own, "sources": [{**src, "transforms": t} for src, t in zip(plan.get("sources", []), sources)]}
 
 
-def _plan_in_format_1(plan: dict[str, Any]) -> dict[str, Any] | None:
-    """The plan JSON as read format 1 stored it, or None when the plan asks for what format 1 cannot mean."""
+def _plan_in_format(plan: dict[str, Any], fmt: int) -> dict[str, Any] | None:
+    """The plan JSON as read format ``fmt`` stored it, or None when the plan asks for what that format cannot mean."""
+    options = _IMPLIED_OPTIONS.get(fmt, {})
 
     def strip(transform: dict[str, Any]) -> dict[str, Any] | None:
-        implied = _FORMAT_1_OPTIONS.get(transform.get("type"), {})
+        implied = options.get(transform.get("type"), {})
         if any(transform.get(k, v) != v for k, v in implied.items()):
             return None
         return {k: v for k, v in transform.items() if k not in implied}
@@ -79,9 +86,10 @@ def read_format(manifest: dict[str, Any]) -> int:
 def stored_plan_json(manifest: dict[str, Any]) -> dict[str, Any]:
     """The manifest's plan JSON with the options its read format implies where the stored JSON omits them."""
     plan = manifest["plan"]
-    if read_format(manifest) >= 2:
+    options = _IMPLIED_OPTIONS.get(read_format(manifest), {})
+    if not options:
         return plan
-    upgraded = _with_transforms(plan, lambda t: {**_FORMAT_1_OPTIONS.get(t.get("type"), {}), **t})
+    upgraded = _with_transforms(plan, lambda t: {**options.get(t.get("type"), {}), **t})
     assert upgraded is not None
     return upgraded
 
@@ -111,17 +119,18 @@ def create_run(catalog: Catalog, name: str, plan: ReadPlan, *, exist_ok: bool = 
     old = json.loads(storage.read_bytes(path)) if storage.stat(path).exists else None
     # Reopening an existing run resolves the plan in the read format that run was created with.
     fmt = read_format(old) if old is not None else READ_FORMAT
-    plan_json = plan.to_json() if fmt >= 2 else _plan_in_format_1(plan.to_json())
+    plan_json = _plan_in_format(plan.to_json(), fmt)
     versions = [catalog.resolve(s.ref) for s in plan.sources]
     weights = [float(s.weight) if s.weight is not None else float(v.rows) for s, v in zip(plan.sources, versions)]
     for source, version in zip(plan.sources, versions):
         if version.rows == 0:
             raise InvalidPlan(f"source {source.ref} resolves to {version.ref}, which has no rows")
-    sources = []
-    for source, version, weight in zip(plan.sources, versions, weights):
-        chunk = plan.shuffle.chunk_size or median_row_group(version) * plan.shuffle.chunk_row_groups
-        sources.append(ResolvedSource(source.ref, version.name, version.id, version.rows, weight, max(1, min(chunk, version.rows))))
-    counts = apportion(weights, plan.mixture_block)
+    sources = [
+        ResolvedSource(source.ref, version.name, version.id, version.rows, weight, source_chunk(plan, version, fmt))
+        for source, version, weight in zip(plan.sources, versions, weights)
+    ]
+    cycle = cycle_steps(plan) if fmt >= 3 else 1
+    counts = apportion(weights, cycle * plan.global_batch_size if fmt >= 3 else plan.mixture_block)
     tokenizers: dict[str, str] = {}
     all_transforms = list(plan.transforms) + [t for s in plan.sources for t in s.transforms]
     for t in all_transforms:
@@ -139,20 +148,32 @@ def create_run(catalog: Catalog, name: str, plan: ReadPlan, *, exist_ok: bool = 
     }
     if fmt >= 2:
         resolved["read_format"] = fmt
+    if fmt >= 3:
+        resolved["cycle_steps"] = cycle
+    lossless = fmt >= 3 and plan.pack is not None and plan.pack.strategy == "concat"
+    if lossless:
+        resolved["token_counts"] = [
+            {"key": token_count_key(plan, i, s, tokenizers), "sha256": None} for i, s in enumerate(sources)
+        ]
     manifest = {"format": "batchscope.run/1", "name": name, "created": now(), "plan": plan_json or plan.to_json(), "resolved": resolved}
     from .run import Run
 
     run = Run(catalog, manifest)
-    if plan.pack is not None:
+    if lossless:
+        _record_token_counts(run, resolved)
+    elif plan.pack is not None:
         resolved["sequences_per_block"] = plan.pack.sequences_per_block or run._estimate_sequences_per_block()
         run = Run(catalog, manifest)
     if plan.epochs is not None:
-        docs_per_sample = 1.0
-        if plan.pack is not None:
-            docs_per_sample = plan.pack.docs_per_block / resolved["sequences_per_block"]
-        need = max(
-            s.rows * plan.mixture_block / (c * docs_per_sample) for s, c in zip(sources, counts)
-        )
+        block = cycle * plan.global_batch_size if fmt >= 3 else plan.mixture_block
+        if lossless:  # samples per epoch of each source: its packed sequences in the first epoch layout
+            per_epoch = [sum(p.layout(0).sequences for (_, s), p in run.concat.packers.items() if s == i) for i in range(len(sources))]
+        else:
+            docs_per_sample = 1.0
+            if plan.pack is not None:
+                docs_per_sample = plan.pack.docs_per_block / resolved["sequences_per_block"]
+            per_epoch = [s.rows / docs_per_sample for s in sources]
+        need = max(n * block / c for n, c in zip(per_epoch, counts))
         resolved["total_steps"] = max(1, math.ceil(plan.epochs * need / plan.global_batch_size))
     manifest["fingerprint"] = fingerprint(manifest["plan"], resolved)
     if old is not None:
@@ -167,6 +188,35 @@ def create_run(catalog: Catalog, name: str, plan: ReadPlan, *, exist_ok: bool = 
         )
     storage.write_bytes_atomic(path, json.dumps(manifest, indent=1).encode())
     return Run(catalog, manifest)
+
+
+def cycle_steps(plan: ReadPlan) -> int:
+    """Steps per mixture cycle (read format 3): the fewest whose positions reach ``mixture_block``."""
+    return -(-plan.mixture_block // plan.global_batch_size)
+
+
+def source_chunk(plan: ReadPlan, version: DatasetVersion, fmt: int) -> int:
+    """Records per shuffle chunk of a source (lossless packing: small enough that every stream gets whole chunks)."""
+    chunk = plan.shuffle.chunk_size or median_row_group(version) * plan.shuffle.chunk_row_groups
+    if fmt >= 3 and plan.pack is not None and plan.pack.strategy == "concat":
+        assert plan.streams is not None
+        chunk = min(chunk, version.rows // plan.streams)
+    return max(1, min(chunk, version.rows))
+
+
+def token_count_key(plan: ReadPlan, index: int, source: ResolvedSource, tokenizers: dict[str, str]) -> str:
+    """The content key of a source's token counts: its version, chunking, document transforms and tokenizers."""
+    transforms = [t.to_json() for t in (*plan.sources[index].transforms, *plan.document_transforms)]
+    return token_index.index_key(source.version, source.rows, source.chunk, transforms, tokenizers, plan.seed)
+
+
+def _record_token_counts(run: "Run", resolved: dict[str, Any]) -> None:
+    """Build (or find) every source's token counts and pin their digests in the manifest being created."""
+    for i, entry in enumerate(resolved["token_counts"]):
+        path = run.catalog.path("token-counts", f"{entry['key']}.npy")
+        counts, entry["sha256"] = token_index.load_or_build(path, None, lambda i=i: run._count_tokens(i))
+        if not counts.sum():
+            raise InvalidPlan(f"source {run.sources[i].ref} makes no tokens: nothing to pack")
 
 
 def open_run(catalog: Catalog, name: str) -> "Run":
@@ -199,15 +249,17 @@ def resolve_against(run: "Run", other: str) -> dict[str, Any]:
             continue
         version = run.catalog.resolve(f"{source.dataset}@{swaps[source.dataset]}")
         weight = source.weight if plan_source.weight is not None else float(version.rows)
-        chunk = run.plan.shuffle.chunk_size or median_row_group(version) * run.plan.shuffle.chunk_row_groups
-        sources.append(
-            ResolvedSource(source.ref, version.name, version.id, version.rows, weight, max(1, min(chunk, version.rows))).to_json()
-        )
-    resolved = {
-        **run.manifest["resolved"],
-        "sources": sources,
-        "counts": apportion([s["weight"] for s in sources], run.plan.mixture_block),
-    }
+        chunk = source_chunk(run.plan, version, run.read_format)
+        sources.append(ResolvedSource(source.ref, version.name, version.id, version.rows, weight, chunk).to_json())
+    old = run.manifest["resolved"]
+    block = old.get("cycle_steps", 1) * run.global_batch_size if run.read_format >= 3 else run.plan.mixture_block
+    resolved = {**old, "sources": sources, "counts": apportion([s["weight"] for s in sources], block)}
+    if "token_counts" in old:  # a swapped source's counts are built on first use, not pinned
+        resolved["token_counts"] = [
+            entry if source == run.sources[i].to_json() else
+            {"key": token_count_key(run.plan, i, ResolvedSource(**source), run.tokenizers), "sha256": None}
+            for i, (entry, source) in enumerate(zip(old["token_counts"], sources))
+        ]
     manifest = {**run.manifest, "name": f"{run.name}~{other}", "resolved": resolved}
     manifest["fingerprint"] = fingerprint(manifest["plan"], resolved)
     return manifest

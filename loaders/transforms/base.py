@@ -75,6 +75,11 @@ class Transform:
     def apply(self, inputs: dict[str, Any], ctx: Context) -> None:
         raise NotImplementedError
 
+    def apply_many(self, items: list[tuple[dict[str, Any], Context]]) -> None:
+        """:meth:`apply` to many documents; transforms that batch well (tokenizers) override it."""
+        for inputs, ctx in items:
+            self.apply(inputs, ctx)
+
     def tokenizer_names(self) -> list[str]:
         """Tokenizer names this transform uses (resolved to content ids when a run is created)."""
         name = getattr(self, "tokenizer", None)

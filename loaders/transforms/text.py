@@ -24,16 +24,30 @@ class Tokenize(Transform):
     eos: str | None = "<|endoftext|>"
 
     def apply(self, inputs: dict[str, Any], ctx: Context) -> None:
-        text = require(inputs, self.field, self.type, ctx.where)
-        tokenizer = ctx.tokenizer(self.tokenizer)
-        ids = tokenizer.encode(str(text), add_special_tokens=False).ids
-        if self.eos is not None:
-            eos_id = tokenizer.token_to_id(self.eos)
-            if eos_id is None:
-                raise CorruptData(f"{ctx.where}: tokenizer has no EOS token {self.eos!r}")
-            ids.append(eos_id)
-        inputs["input_ids"] = ids
-        inputs["loss_mask"] = [1] * len(ids)
+        self.apply_many([(inputs, ctx)])
+
+    def apply_many(self, items: list[tuple[dict[str, Any], Context]]) -> None:
+        """Tokenize many documents with one ``encode_batch`` per tokenizer (the tokenizer's own threads)."""
+        by_tokenizer: dict[int, tuple[Any, list[tuple[dict[str, Any], Context]]]] = {}
+        for inputs, ctx in items:
+            tokenizer = ctx.tokenizer(self.tokenizer)
+            by_tokenizer.setdefault(id(tokenizer), (tokenizer, []))[1].append((inputs, ctx))
+        for tokenizer, group in by_tokenizer.values():
+            texts = [str(require(inputs, self.field, self.type, ctx.where)) for inputs, ctx in group]
+            eos_id = None
+            if self.eos is not None:
+                eos_id = tokenizer.token_to_id(self.eos)
+                if eos_id is None:
+                    raise CorruptData(f"{group[0][1].where}: tokenizer has no EOS token {self.eos!r}")
+            encodings = tokenizer.encode_batch(texts, add_special_tokens=False) if len(texts) > 1 else [
+                tokenizer.encode(texts[0], add_special_tokens=False)
+            ]
+            for (inputs, _), encoding in zip(group, encodings):
+                ids = encoding.ids
+                if eos_id is not None:
+                    ids.append(eos_id)
+                inputs["input_ids"] = ids
+                inputs["loss_mask"] = [1] * len(ids)
 
 
 @dataclass(frozen=True)

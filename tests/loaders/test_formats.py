@@ -13,12 +13,14 @@ from pathlib import Path
 
 import pytest
 
-from loaders import Catalog, InvalidPlan, ReadPlan, Shuffle, Source
+from loaders import Catalog, InvalidPlan, Pack, ReadPlan, Shuffle, Source, Tokenize
 from loaders.batch import Address, Batch, Document, Sample
 from loaders.legacy import batch_digests_v1
+from loaders.mixture import apportion
 from loaders.run import Run
 from loaders.run_manifest import READ_FORMAT, fingerprint, stored_plan_json
 from loaders.transforms.media import RandomResizedCrop
+from tests.loaders.test_run import _tokenizer_json
 from tests.support.readpath import write_text_dataset
 
 FORMAT_1_KEYS = {
@@ -41,10 +43,41 @@ PLAN = ReadPlan(
 )
 
 
+FORMAT_2_KEYS = {
+    0: ["alpha-94", "alpha-59", "alpha-84", "beta-14", "beta-17", "alpha-62", "alpha-18", "alpha-19"],
+    5: ["alpha-55", "beta-8", "beta-12", "alpha-76", "alpha-27", "alpha-49", "alpha-80", "beta-26"],
+    11: ["alpha-43", "beta-26", "beta-20", "alpha-12", "alpha-29", "alpha-52", "alpha-31", "alpha-32"],
+}
+#: A fixed-block packed run of read format 2: (step, documents of samples 0 and 1, sample 1's ids and positions).
+FORMAT_2_PACKED = [
+    (0, [["alpha-52", "alpha-75"], ["alpha-75", "beta-0", "alpha-77"]],
+     [5, 5, 5, 0, 3, 9, 4, 2, 5, 0, 3, 86, 4, 2, 5, 0], [7, 8, 9, 10, 0, 1, 2, 3, 4, 5, 0, 1, 2, 3, 4, 5]),
+    (5, [["beta-9", "alpha-3", "alpha-4"], ["alpha-4", "beta-1"]],
+     [13, 4, 2, 5, 5, 5, 5, 5, 0, 3, 10, 4, 2, 5, 5, 0], [1, 2, 3, 4, 5, 6, 7, 8, 9, 0, 1, 2, 3, 4, 5, 6]),
+]
+
+
+def _as_format(manifest: dict, fmt: int, **resolved_changes) -> dict:
+    """A manifest as read format ``fmt`` (1 or 2) wrote it, with the fingerprint it had then.
+
+    Format 1 recorded no read format; neither recorded a mixture cycle or token
+    counts, apportioned weights over ``mixture_block`` and stored packs without
+    a strategy (fixed blocks were the only one).
+    """
+    drop = {"read_format", "cycle_steps", "token_counts"}
+    resolved = {k: v for k, v in manifest["resolved"].items() if k not in drop}
+    plan = manifest["plan"]
+    resolved["counts"] = apportion([s["weight"] for s in resolved["sources"]], plan["mixture_block"])
+    if fmt >= 2:
+        resolved["read_format"] = fmt
+    resolved.update(resolved_changes)
+    transforms = [{k: v for k, v in t.items() if k not in ("strategy", "position_ids")} for t in plan["transforms"]]
+    plan = {**plan, "transforms": transforms}
+    return {**manifest, "plan": plan, "resolved": resolved, "fingerprint": fingerprint(plan, resolved)}
+
+
 def _as_format_1(manifest: dict) -> dict:
-    """A manifest as the first release wrote it: no read format recorded (and the fingerprint it had then)."""
-    resolved = {k: v for k, v in manifest["resolved"].items() if k != "read_format"}
-    return {**manifest, "resolved": resolved, "fingerprint": fingerprint(manifest["plan"], resolved)}
+    return _as_format(manifest, 1)
 
 
 def test_a_format_1_run_reads_what_it_read_then_and_new_runs_record_their_format(tmp_path):
@@ -60,6 +93,36 @@ def test_a_format_1_run_reads_what_it_read_then_and_new_runs_record_their_format
             joined = [k for r in range(world_size) for k in old.batch(step, r, world_size=world_size).keys]
             assert joined == FORMAT_1_KEYS[step]
     assert [run.batch(s, 0, world_size=1).keys for s in FORMAT_1_KEYS] != list(FORMAT_1_KEYS.values())  # windows now staggered
+
+
+def test_a_format_2_run_reads_what_it_read_then(tmp_path):
+    catalog = _catalog(tmp_path)
+    run = catalog.create_run("r", PLAN)
+    old = Run(catalog, _as_format(run.manifest, 2))
+    assert old.read_format == 2
+    assert {s: old.batch(s, 0, world_size=1).keys for s in FORMAT_2_KEYS} == FORMAT_2_KEYS
+    for world_size in (2, 4):
+        joined = [k for r in range(world_size) for k in old.batch(5, r, world_size=world_size).keys]
+        assert joined == FORMAT_2_KEYS[5]
+
+
+def test_a_format_2_fixed_block_packed_run_keeps_its_sequences_and_positions(tmp_path):
+    catalog = _catalog(tmp_path)
+    catalog.put_tokenizer("words", _tokenizer_json())
+    tokenize = [Tokenize("text", tokenizer="words")]
+    plan = ReadPlan(
+        [Source("alpha@v1", weight=2.0, transforms=tokenize), Source("beta@v1", weight=1.0, transforms=tokenize)],
+        seed=4, global_batch_size=4, steps=6, streams=2, shuffle=Shuffle(chunk_size=6, window_chunks=2), mixture_block=64,
+        transforms=[Pack(seq_len=16, docs_per_block=8, strategy="block")],
+    )
+    run = catalog.create_run("p", plan)
+    old = Run(catalog, _as_format(run.manifest, 2, sequences_per_block=4))
+    assert ReadPlan.from_json(stored_plan_json(old.manifest)).pack.strategy == "block"
+    for step, documents, ids, positions in FORMAT_2_PACKED:
+        batch = old.batch(step, 0, world_size=1)
+        assert [[d.key for d in s.documents] for s in batch.samples][:2] == documents
+        assert batch.samples[1].inputs["input_ids"] == ids and batch.samples[1].inputs["position_ids"] == positions
+        assert "cu_seqlens" not in batch.samples[1].inputs  # format 2's inputs, so its ledgers still verify
 
 
 def test_format_1_plans_keep_full_size_crops():

@@ -153,27 +153,41 @@ def test_same_manifest_same_bytes_in_a_fresh_process(catalog, tmp_path):
     assert [tuple(x) for x in json.loads(out.stdout)] == here
 
 
-def test_packed_plan_spans_masks_and_positions(catalog):
+@pytest.mark.parametrize("strategy", ["concat", "block"])
+def test_packed_plan_spans_masks_and_positions(catalog, strategy):
     plan = ReadPlan(
         [Source("alpha@v1", transforms=[Tokenize("text", tokenizer="words")])],
         seed=4, global_batch_size=4, steps=6, streams=2,
-        transforms=[Pack(seq_len=16, docs_per_block=8)],
+        transforms=[Pack(seq_len=16, docs_per_block=8, strategy=strategy)],
     )
     run = _run(catalog, plan)
-    assert run.sequences_per_block >= 1
+    assert (run.sequences_per_block is None) == (strategy == "concat")
     assert_partition(run, [1, 2], steps=[0, 3, 5])
     tokenizer = catalog.tokenizer("words")
     for sample in run.batch(2, 0, world_size=1).samples:
         ids, mask, positions = sample.inputs["input_ids"], sample.inputs["loss_mask"], sample.inputs["position_ids"]
         assert len(ids) == len(mask) == len(positions) == 16
+        cu = sample.inputs["cu_seqlens"]
+        assert cu[0] == 0 and cu[-1] == 16 and cu == sorted(cu)
         for span, doc in zip(sample.inputs["doc_spans"], sample.documents):
             expected = tokenizer.encode(doc.record["text"], add_special_tokens=False).ids + [0]
             assert ids[span["start"] : span["end"]] == expected[span["offset"] : span["offset"] + span["end"] - span["start"]]
-            assert positions[span["start"] : span["end"]] == list(range(span["offset"], span["offset"] + span["end"] - span["start"]))
+            assert positions[span["start"] : span["end"]] == list(range(span["end"] - span["start"]))  # restart per document
+            assert span["start"] in cu and span["end"] in cu
             assert doc.key == span["key"]
         covered = sum(s["end"] - s["start"] for s in sample.inputs["doc_spans"])
         assert covered + sample.inputs["padding"] == 16
         assert sum(mask) == covered
+        assert max(positions) <= 15
+
+
+def test_sequence_position_ids_number_every_sequence(catalog):
+    plan = ReadPlan(
+        [Source("alpha@v1", transforms=[Tokenize("text", tokenizer="words")])], seed=4, global_batch_size=2, steps=3, streams=2,
+        transforms=[Pack(seq_len=16, position_ids="sequence")],
+    )
+    for sample in _run(catalog, plan).batch(1, 0, world_size=1).samples:
+        assert sample.inputs["position_ids"] == list(range(16))
 
 
 def test_errors_name_the_bad_value(catalog):

@@ -1,0 +1,126 @@
+"""A run's lossless packed sequences (read format 3): which documents fill stream ``k``'s ``n``-th sequence of ``s``.
+
+Glue between the run (reading and tokenizing documents), the per-source token
+counts (:mod:`loaders.token_index`) and the concat-and-chunk arithmetic
+(:mod:`loaders.packing`). Tokenized windows are kept in a small LRU, since a
+reader moves through a window over many steps.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from .batch import Document
+from .errors import CorruptData
+from .lane_order import LaneOrder
+from .packing import LanePacker, WindowTokens
+from .transforms.pack import PackedSequence
+
+if TYPE_CHECKING:
+    from .run import Run
+
+#: Tokenized windows kept per run (each holds a window of one stream's documents of one source).
+WINDOW_CACHE = 16
+
+
+@dataclass(frozen=True)
+class PackingWaste:
+    """Tokens a packed run delivers, pads and drops (over the steps it covers)."""
+
+    document_tokens: int
+    padding_tokens: int
+    dropped_tokens: int
+    sequences: int
+    seq_len: int
+    exact: bool
+    note: str = ""
+
+    @property
+    def waste_fraction(self) -> float:
+        capacity = self.sequences * self.seq_len
+        return (self.padding_tokens + self.dropped_tokens) / capacity if capacity else 0.0
+
+    def to_json(self) -> dict[str, Any]:
+        return {**self.__dict__, "waste_fraction": round(self.waste_fraction, 6)}
+
+
+class ConcatPacking:
+    """Sequence lookup for every (stream, source) of a run packed with ``Pack(strategy="concat")``."""
+
+    def __init__(self, run: "Run", orders: list[LaneOrder], counts: list[np.ndarray]) -> None:
+        pack = run.plan.pack
+        assert pack is not None
+        self.run = run
+        self.pack = pack
+        self.orders = orders
+        self.packers = {
+            (k, s): LanePacker(order, k, counts[s], pack.seq_len)
+            for s, order in enumerate(orders)
+            for k in range(order.streams)
+            if order.rates[k] > 0
+        }
+        self._windows: OrderedDict[tuple[int, int, int, int], WindowTokens] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def sequence(self, stream: int, source: int, n: int) -> tuple[PackedSequence, list[Document]]:
+        """Stream ``stream``'s ``n``-th packed sequence of ``source`` and its documents (spans index them)."""
+        packer = self.packers[(stream, source)]
+
+        def window(layout: int, start: int, end: int) -> WindowTokens:
+            return self._window(stream, source, layout, start, end)
+
+        return packer.sequence(n, window, pad_id=self.pack.pad_id, positions=self.pack.position_ids)
+
+    def _window(self, stream: int, source: int, layout: int, start: int, end: int) -> WindowTokens:
+        key = (stream, source, layout, start)
+        with self._lock:
+            cached = self._windows.get(key)
+            if cached is not None:
+                self._windows.move_to_end(key)
+                return cached
+        order = self.orders[source]
+        positions = order.shuffled(stream, layout, start, end)
+        records, epochs = order.layout_records(layout, positions)
+        documents, inputs = self.run.read_documents(source, records, epochs, positions)
+        ids = [i["input_ids"] for i in inputs]
+        masks = [i.get("loss_mask") or [1] * len(i["input_ids"]) for i in inputs]
+        plan = self.packers[(stream, source)].layout(layout)
+        w = int(np.searchsorted(plan.windows, start))
+        expected = int(plan.token_starts[w + 1] - plan.token_starts[w])
+        found = sum(len(x) for x in ids)
+        if found != expected:
+            raise CorruptData(
+                f"run {self.run.name} source {self.run.sources[source].ref} stream {stream} epoch layout {layout}: "
+                f"the window of slots {start}..{end} tokenizes to {found} tokens, its token counts say {expected} "
+                "(a document transform is not deterministic per record, or the token counts are stale)"
+            )
+        tokens = (documents, ids, masks)
+        with self._lock:
+            self._windows[key] = tokens
+            while len(self._windows) > WINDOW_CACHE:
+                self._windows.popitem(last=False)
+        return tokens
+
+    def waste(self, sequences_read: dict[tuple[int, int], int]) -> PackingWaste:
+        """Exact tokens delivered and padded when each (stream, source) has read ``sequences_read`` sequences."""
+        tokens = padding = total = 0
+        for key, count in sequences_read.items():
+            packer = self.packers[key]
+            layout = 0
+            while count > 0:
+                plan = packer.layout(layout)
+                used = min(count, plan.sequences)
+                total += used
+                if used == plan.sequences:
+                    tokens += plan.tokens
+                    padding += plan.padding
+                else:
+                    tokens += used * plan.seq_len
+                count -= used
+                layout += 1
+        return PackingWaste(tokens, padding, 0, total, self.pack.seq_len, True)

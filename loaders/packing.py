@@ -1,0 +1,138 @@
+"""Lossless packing (read format 3): concat-and-chunk of each stream's documents of each source.
+
+Stream ``k`` reads source ``s`` as the shuffled windows of its part of each
+epoch layout (see :mod:`loaders.lane_order`). Packing concatenates those
+documents' tokens, window after window, and cuts the stream of tokens into
+``seq_len`` sequences; a document may continue into the next sequence (its
+span's ``offset`` says where). Sequences never cross a layout, so only the
+last sequence of a layout is padded, and nothing is dropped.
+
+Finding sequence ``q`` needs the token count of every slot, which the run
+computes once and stores (:class:`TokenIndex`, one number per chunk of
+records): a layout's window token totals are sums of slot counts in that
+layout's chunk order, and a prefix sum over them locates a sequence's windows
+by binary search. Only the documents of those windows are read and tokenized.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from .errors import CorruptData
+from .lane_order import LaneOrder
+from .transforms.pack import DocumentSpan, PackedSequence, finish
+
+
+@dataclass(frozen=True)
+class LayoutPlan:
+    """One stream's part of one layout of one source: its windows and their token totals."""
+
+    windows: np.ndarray  # slot boundaries of the windows, len = windows + 1
+    token_starts: np.ndarray  # tokens before each window boundary (prefix sums), len = windows + 1
+    seq_len: int
+
+    @property
+    def tokens(self) -> int:
+        return int(self.token_starts[-1])
+
+    @property
+    def sequences(self) -> int:
+        """Sequences this layout packs into (none when the stream's part holds no tokens)."""
+        return -(-self.tokens // self.seq_len)
+
+    @property
+    def padding(self) -> int:
+        return self.sequences * self.seq_len - self.tokens
+
+    def windows_of(self, q: int) -> list[int]:
+        """Indices of the windows holding tokens of sequence ``q``."""
+        begin, end = q * self.seq_len, min((q + 1) * self.seq_len, self.tokens)
+        if end <= begin:
+            return []
+        first = int(np.searchsorted(self.token_starts, begin, side="right")) - 1
+        last = int(np.searchsorted(self.token_starts, end - 1, side="right")) - 1
+        return [w for w in range(first, last + 1) if self.token_starts[w + 1] > self.token_starts[w]]
+
+
+#: Layouts without a single token after which a stream's source is declared empty.
+EMPTY_LAYOUTS = 64
+
+#: A window's documents: (payload per document, token ids, loss mask) in reading order.
+WindowTokens = tuple[list[Any], list[Sequence[int]], list[Sequence[int]]]
+
+
+@dataclass
+class LanePacker:
+    """Concat-and-chunk for one stream of one source, addressed by sequence number."""
+
+    order: LaneOrder
+    stream: int
+    slot_tokens: np.ndarray  # tokens of each chunk of the source, in record order
+    seq_len: int
+    _layouts: list[LayoutPlan] = field(default_factory=list)
+    _first_sequence: list[int] = field(default_factory=lambda: [0])
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def layout(self, layout: int) -> LayoutPlan:
+        """The windows and token totals of ``layout`` (computed once per layout, in order)."""
+        with self._lock:
+            while len(self._layouts) <= layout:
+                plan = self._plan(len(self._layouts))
+                self._layouts.append(plan)
+                self._first_sequence.append(self._first_sequence[-1] + plan.sequences)
+            return self._layouts[layout]
+
+    def _plan(self, layout: int) -> LayoutPlan:
+        lo, hi = self.order.slot_range(self.stream)
+        _, chunks = self.order.chunk_of_slot(layout, np.arange(lo, hi, dtype=np.int64))
+        per_slot = self.slot_tokens[chunks]
+        bounds = self.order.slot_windows(self.stream)
+        prefix = np.concatenate([[0], np.cumsum(per_slot, dtype=np.int64)])
+        return LayoutPlan(bounds, prefix[bounds - lo], self.seq_len)
+
+    def locate(self, sequence: int) -> tuple[int, int]:
+        """``(layout, q)``: the stream's ``sequence``-th sequence of this source is sequence ``q`` of ``layout``."""
+        layout = 0
+        while True:
+            self.layout(layout)
+            if sequence < self._first_sequence[layout + 1]:
+                return layout, sequence - self._first_sequence[layout]
+            layout += 1
+            if layout >= EMPTY_LAYOUTS and self._first_sequence[layout] == 0:
+                raise CorruptData(
+                    f"source {self.order.source} stream {self.stream}: {layout} epoch layouts in a row hold no tokens"
+                )
+
+    def sequence(
+        self, sequence: int, window_tokens: Callable[[int, int, int], WindowTokens], *, pad_id: int, positions: str
+    ) -> tuple[PackedSequence, list[Any]]:
+        """Sequence ``sequence``; ``window_tokens(layout, start_slot, end_slot)`` reads a window's documents.
+
+        Returns the sequence (spans index the returned payload list) and the
+        payloads of the documents in it, in order.
+        """
+        layout, q = self.locate(sequence)
+        plan = self.layout(layout)
+        begin = q * self.seq_len
+        out = PackedSequence([], [], [])
+        payloads: list[Any] = []
+        for w in plan.windows_of(q):
+            docs, ids, masks = window_tokens(layout, int(plan.windows[w]), int(plan.windows[w + 1]))
+            cursor = int(plan.token_starts[w])
+            for payload, doc_ids, mask in zip(docs, ids, masks):
+                length = len(doc_ids)
+                lo, hi = max(begin, cursor), min(begin + self.seq_len, cursor + length)
+                if lo < hi:
+                    start = len(out.input_ids)
+                    out.input_ids.extend(int(t) for t in doc_ids[lo - cursor : hi - cursor])
+                    out.loss_mask.extend(int(m) for m in mask[lo - cursor : hi - cursor])
+                    out.spans.append(DocumentSpan(len(payloads), start, start + hi - lo, lo - cursor, length))
+                    payloads.append(payload)
+                cursor += length
+        finish(out, self.seq_len, pad_id, positions)
+        return out, payloads
+

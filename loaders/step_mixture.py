@@ -1,0 +1,167 @@
+"""Per-step mixtures (read format 3): every global batch carries the weights, within one sample per source.
+
+Over a cycle of ``P`` steps the global batch has ``P·B`` positions, split among
+sources by largest-remainder apportionment of the weights: ``c_s`` each. A
+source's per-step count is ``f_s = c_s // P`` plus, at ``k_s = c_s mod P`` of the
+``P`` steps, one extra. The extras are ``R = B − Σ f_s`` per step, scheduled by
+PD² (a Pfair scheduler, optimal when the rates ``k_s / P`` sum to the integer
+``R``): at every step prefix ``t`` each source has had ``t·k_s/P`` extras within
+one, so its count over *any* window of steps is within ±1 of its share. A
+weight too small for one step (0.001 at B=64) is honoured over the smallest
+window of steps that can hold it.
+
+Inside a step, positions are a fixed interleave of the ``f_s`` static slots and
+the ``R`` flexible ones (so every stream sees every source), and the flexible
+slots take that step's extras. Stream ``k`` owns positions ``[k·b, (k+1)·b)``
+and draws from source ``s`` ``rate[k, s]`` times per cycle; how many of its
+draws from ``s`` precede any (step, position) is a table lookup plus
+``cycle × rate``: O(1), no state, and independent of the world size.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+
+from .mixture import Mixture
+
+
+def _group_deadline(i: int, k: int, period: int) -> int:
+    """PD² group deadline of subtask ``i`` (1-based) of a heavy task with weight ``k/period``.
+
+    The earliest time ``t >= d(i)`` at which a cascade of forced placements
+    ends: ``t = d(j)`` for a subtask ``j >= i`` whose window does not overlap
+    the next (b-bit 0), or ``t + 1 = d(j)`` for one whose window is 3 slots.
+    """
+    j = i
+    while True:
+        release = (j - 1) * period // k
+        deadline = -(-(j * period) // k)
+        if j > i and deadline - release == 3:
+            return deadline - 1
+        if (j * period) % k == 0:
+            return deadline
+        j += 1
+
+
+def pfair_extras(rates: Sequence[int], period: int) -> np.ndarray:
+    """``E[t, s]`` in {0, 1}: source ``s`` takes an extra at step ``t`` of the cycle (PD² schedule).
+
+    ``rates[s]`` extras per ``period`` steps (each < ``period``); their sum must
+    be a multiple of ``period``. Every row sums to ``sum(rates) // period``, and
+    for every prefix of ``t`` steps ``|t·rates[s]/period − Σ E[:t, s]| < 1``.
+
+    >>> pfair_extras([1, 1], 2).tolist()
+    [[1, 0], [0, 1]]
+    """
+    total = sum(rates)
+    if total % period:
+        raise ValueError(f"extras {list(rates)} do not fill whole steps of a {period}-step cycle")
+    per_step = total // period
+    sources = len(rates)
+    taken = [0] * sources
+    extras = np.zeros((period, sources), dtype=np.int8)
+    for t in range(period):
+        ready = []
+        for s, k in enumerate(rates):
+            i = taken[s] + 1
+            if k == 0 or i > k or (i - 1) * period // k > t:
+                continue
+            deadline = -(-(i * period) // k)
+            b_bit = 1 if (i * period) % k else 0
+            group = _group_deadline(i, k, period) if 2 * k >= period and b_bit else 0
+            ready.append((deadline, -b_bit, -group, s))
+        ready.sort()
+        for *_, s in ready[:per_step]:
+            extras[t, s] = 1
+            taken[s] += 1
+    _check_pfair(extras, rates, period, per_step)
+    return extras
+
+
+def _check_pfair(extras: np.ndarray, rates: Sequence[int], period: int, per_step: int) -> None:
+    """Refuse a schedule that breaks the per-step count or the ±1 lag bound (a bug, never bad input)."""
+    if not (extras.sum(axis=1) == per_step).all():
+        raise AssertionError(f"mixture schedule for rates {list(rates)}/{period} has a step without {per_step} extras")
+    cumulative = np.cumsum(extras, axis=0, dtype=np.int64)
+    steps = np.arange(1, period + 1, dtype=np.int64)[:, None]
+    lag = steps * np.asarray(rates, dtype=np.int64)[None, :] - cumulative * period
+    if (np.abs(lag) >= period).any():
+        raise AssertionError(f"mixture schedule for rates {list(rates)}/{period} drifts by a whole sample")
+
+
+@dataclass(frozen=True)
+class StepMixture:
+    """Which source each (step, position) draws from, and how many of its stream's earlier draws share it.
+
+    ``source_at[t, p]`` and ``draw_at[t, p]`` cover one cycle (``t < cycle``);
+    ``rates[k, s]`` is stream ``k``'s draws from source ``s`` per cycle.
+    """
+
+    counts: tuple[int, ...]
+    cycle: int
+    batch: int
+    streams: int
+    source_at: np.ndarray
+    draw_at: np.ndarray
+    rates: np.ndarray
+
+    @classmethod
+    def build(cls, counts: Sequence[int], cycle: int, batch: int, streams: int) -> "StepMixture":
+        """The tables for cycle counts ``counts`` (summing to ``cycle × batch``) over ``streams`` streams."""
+        counts = tuple(int(c) for c in counts)
+        if sum(counts) != cycle * batch:
+            raise ValueError(f"cycle counts {counts} do not fill {cycle} steps of {batch}")
+        sources = len(counts)
+        static = [c // cycle for c in counts]
+        flex = batch - sum(static)
+        extras = pfair_extras([c % cycle for c in counts], cycle)
+        # One interleave of the static slots and the flexible ones (the last "source" below), spread evenly.
+        template = Mixture.build([*static, flex]).source_at if batch else np.empty(0, dtype=np.int32)
+        flex_positions = np.flatnonzero(template == sources)
+        width = batch // streams
+        source_at = np.empty((cycle, batch), dtype=np.int32)
+        draw_at = np.empty((cycle, batch), dtype=np.int64)
+        seen = np.zeros((streams, sources), dtype=np.int64)
+        for t in range(cycle):
+            row = template.copy()
+            chosen = np.flatnonzero(extras[t])
+            if flex:  # rotate which flexible slots get which extra, so the extras visit every stream
+                row[flex_positions] = np.roll(chosen, t % flex)
+            source_at[t] = row
+            for p, s in enumerate(row.tolist()):
+                k = p // width
+                draw_at[t, p] = seen[k, s]
+                seen[k, s] += 1
+        return cls(counts, cycle, batch, streams, source_at, draw_at, seen)
+
+    @property
+    def width(self) -> int:
+        """Positions per stream per step."""
+        return self.batch // self.streams
+
+    def step_counts(self, step: int) -> np.ndarray:
+        """How many positions of ``step``'s global batch each source fills."""
+        row = self.source_at[step % self.cycle]
+        return np.bincount(row, minlength=len(self.counts))
+
+    def draws(self, stream: int, counters: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``(sources, n)`` for ``stream``'s documents ``counters`` (counter = step·width + offset in the stream).
+
+        ``n`` counts the stream's earlier draws from the same source.
+        """
+        counters = np.asarray(counters, dtype=np.int64)
+        step, offset = np.divmod(counters, self.width)
+        cycles, t = np.divmod(step, self.cycle)
+        position = stream * self.width + offset
+        sources = self.source_at[t, position]
+        n = cycles * self.rates[stream][sources] + self.draw_at[t, position]
+        return sources, n
+
+    def draws_before(self, stream: int, step: int) -> np.ndarray:
+        """How many draws from each source ``stream`` makes in steps ``[0, step)``."""
+        cycles, rest = divmod(step, self.cycle)
+        lane = self.source_at[:rest, stream * self.width : (stream + 1) * self.width]
+        return cycles * self.rates[stream] + np.bincount(lane.ravel(), minlength=len(self.counts))
