@@ -165,16 +165,15 @@ def create_run(catalog: Catalog, name: str, plan: ReadPlan, *, exist_ok: bool = 
         resolved["sequences_per_block"] = plan.pack.sequences_per_block or run._estimate_sequences_per_block()
         run = Run(catalog, manifest)
     if plan.epochs is not None:
-        block = cycle * plan.global_batch_size if fmt >= 3 else plan.mixture_block
-        if lossless:  # samples per epoch of each source: its packed sequences in the first epoch layout
-            per_epoch = [sum(p.layout(0).sequences for (_, s), p in run.concat.packers.items() if s == i) for i in range(len(sources))]
+        if lossless:
+            resolved["total_steps"] = _steps_for_packed_epochs(run, plan.epochs)
         else:
+            block = cycle * plan.global_batch_size if fmt >= 3 else plan.mixture_block
             docs_per_sample = 1.0
             if plan.pack is not None:
                 docs_per_sample = plan.pack.docs_per_block / resolved["sequences_per_block"]
-            per_epoch = [s.rows / docs_per_sample for s in sources]
-        need = max(n * block / c for n, c in zip(per_epoch, counts))
-        resolved["total_steps"] = max(1, math.ceil(plan.epochs * need / plan.global_batch_size))
+            need = max(s.rows / docs_per_sample * block / c for s, c in zip(sources, counts))
+            resolved["total_steps"] = max(1, math.ceil(plan.epochs * need / plan.global_batch_size))
     manifest["fingerprint"] = fingerprint(manifest["plan"], resolved)
     if old is not None:
         same = plan_json is not None and old.get("fingerprint") == manifest["fingerprint"]
@@ -195,12 +194,16 @@ def cycle_steps(plan: ReadPlan) -> int:
     return -(-plan.mixture_block // plan.global_batch_size)
 
 
+#: Lossless packing splits each epoch among streams in whole chunks: at least this many chunks per stream.
+CHUNKS_PER_STREAM = 8
+
+
 def source_chunk(plan: ReadPlan, version: DatasetVersion, fmt: int) -> int:
     """Records per shuffle chunk of a source (lossless packing: small enough that every stream gets whole chunks)."""
     chunk = plan.shuffle.chunk_size or median_row_group(version) * plan.shuffle.chunk_row_groups
     if fmt >= 3 and plan.pack is not None and plan.pack.strategy == "concat":
-        assert plan.streams is not None
-        chunk = min(chunk, version.rows // plan.streams)
+        assert plan.streams is not None  # >= 8 whole chunks per stream, so parts differ by at most 1/8
+        chunk = min(chunk, version.rows // (CHUNKS_PER_STREAM * plan.streams))
     return max(1, min(chunk, version.rows))
 
 
@@ -217,6 +220,19 @@ def _record_token_counts(run: "Run", resolved: dict[str, Any]) -> None:
         counts, entry["sha256"] = token_index.load_or_build(path, None, lambda i=i: run._count_tokens(i))
         if not counts.sum():
             raise InvalidPlan(f"source {run.sources[i].ref} makes no tokens: nothing to pack")
+
+
+def _steps_for_packed_epochs(run: "Run", epochs: float) -> int:
+    """Steps until every stream has read ``epochs`` epochs of packed sequences of the source it finishes last."""
+    mixture = run.step_mixture
+    assert mixture is not None
+    steps = 1
+    for (stream, source), packer in run.concat.packers.items():
+        whole, fraction = divmod(epochs, 1)
+        count = sum(packer.layout(layout).sequences for layout in range(int(whole)))
+        count += math.ceil(fraction * packer.layout(int(whole)).sequences)
+        steps = max(steps, mixture.steps_to_draw(stream, source, count))
+    return steps
 
 
 def open_run(catalog: Catalog, name: str) -> "Run":

@@ -165,3 +165,15 @@ class StepMixture:
         cycles, rest = divmod(step, self.cycle)
         lane = self.source_at[:rest, stream * self.width : (stream + 1) * self.width]
         return cycles * self.rates[stream] + np.bincount(lane.ravel(), minlength=len(self.counts))
+
+    def steps_to_draw(self, stream: int, source: int, count: int) -> int:
+        """The fewest steps after which ``stream`` has drawn ``count`` times from ``source`` (0 for none)."""
+        if count <= 0:
+            return 0
+        rate = int(self.rates[stream, source])
+        if rate == 0:
+            raise ValueError(f"stream {stream} never draws from source {source}")
+        cycles, rest = divmod(count - 1, rate)
+        lane = self.source_at[:, stream * self.width : (stream + 1) * self.width]
+        cumulative = np.cumsum((lane == source).sum(axis=1))
+        return cycles * self.cycle + int(np.searchsorted(cumulative, rest + 1)) + 1

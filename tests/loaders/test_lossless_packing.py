@@ -1,0 +1,153 @@
+"""Lossless packing (read format 3): every document token of an epoch exactly once, padding only at an epoch's end."""
+
+from __future__ import annotations
+
+import json
+import math
+from collections import defaultdict
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from loaders import Catalog, CorruptData, Pack, ReadPlan, Shuffle, Source, Tokenize
+from loaders.transforms.user import UserFunction
+from tests.loaders.test_run import _tokenizer_json
+from tests.support.readpath import write_text_dataset
+
+NAMES = ["alpha", "beta", "gamma"]
+
+
+@pytest.fixture(scope="module")
+def catalog(tmp_path_factory) -> Catalog:
+    catalog = Catalog(tmp_path_factory.mktemp("packing") / "catalog")
+    for i, name in enumerate(NAMES):
+        write_text_dataset(catalog, name, 31 + 29 * i, row_group=4, shards=2)
+    catalog.put_tokenizer("words", _tokenizer_json())
+    return catalog
+
+
+_names = iter(range(10**9))
+TOKENIZE = [Tokenize("text", tokenizer="words")]
+
+
+def _plan(weights, seq_len, batch, streams, *, steps=8, epochs=None, seed=5, chunk=None, **pack) -> ReadPlan:
+    return ReadPlan(
+        [Source(f"{n}@v1", weight=float(w), transforms=TOKENIZE) for n, w in zip(NAMES, weights)],
+        seed=seed, global_batch_size=batch, streams=streams, steps=None if epochs else steps, epochs=epochs,
+        shuffle=Shuffle(chunk_size=chunk, window_chunks=2), transforms=[Pack(seq_len=seq_len, **pack)],
+    )
+
+
+def _document_lengths(catalog: Catalog, name: str) -> dict[str, int]:
+    tokenizer = catalog.tokenizer("words")
+    version = catalog.resolve(f"{name}@v1")
+    return {r["id"]: len(tokenizer.encode(r["text"], add_special_tokens=False).ids) + 1 for r in version.read_indices(np.arange(version.rows))}
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    weights=st.lists(st.integers(1, 5), min_size=1, max_size=3),
+    seq_len=st.integers(3, 48),
+    batch=st.sampled_from([1, 2, 4, 6, 8]),
+    chunk=st.sampled_from([None, 1, 3, 7]),
+    positions=st.sampled_from(["document", "sequence"]),
+    data=st.data(),
+)
+def test_every_token_of_an_epoch_is_delivered_exactly_once(catalog, weights, seq_len, batch, chunk, positions, data):
+    streams = data.draw(st.sampled_from([d for d in range(1, batch + 1) if batch % d == 0]))
+    run = catalog.create_run(f"p{next(_names)}", _plan(weights, seq_len, batch, streams, chunk=chunk, position_ids=positions))
+    packing = run.concat
+    for s, name in enumerate(NAMES[: len(weights)]):
+        lengths = _document_lengths(catalog, name)
+        covered: dict[str, list[tuple[int, int]]] = defaultdict(list)
+        for (stream, source), packer in packing.packers.items():
+            if source != s:
+                continue
+            layout = packer.layout(0)
+            for n in range(layout.sequences):
+                seq, documents = packing.sequence(stream, s, n)
+                assert len(seq.input_ids) == len(seq.position_ids) == seq_len and max(seq.position_ids) < seq_len
+                assert seq.padding == 0 or n == layout.sequences - 1  # padding only in the epoch's last sequence
+                assert seq.cu_seqlens[0] == 0 and seq.cu_seqlens[-1] == seq_len
+                for span in seq.spans:
+                    doc = documents[span.document]
+                    assert doc.epoch == 0 and span.length == lengths[doc.key]
+                    covered[doc.key].append((span.offset, span.offset + span.end - span.start))
+        assert set(covered) == set(lengths)
+        for key, pieces in covered.items():  # each document's tokens once, in order, nothing missing
+            pieces.sort()
+            assert pieces[0][0] == 0 and pieces[-1][1] == lengths[key]
+            assert all(a[1] == b[0] for a, b in zip(pieces, pieces[1:]))
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(weights=st.lists(st.integers(1, 5), min_size=2, max_size=3), batch=st.sampled_from([2, 4, 6, 8]), data=st.data())
+def test_packed_steps_are_mixed_per_step_and_world_size_independent(catalog, weights, batch, data):
+    streams = data.draw(st.sampled_from([d for d in range(1, batch + 1) if batch % d == 0]))
+    run = catalog.create_run(f"p{next(_names)}", _plan(weights, 16, batch, streams, steps=6))
+    total = sum(weights)
+    for step in range(6):
+        whole = run.batch(step, 0, world_size=1)
+        sources = [s.documents[0].source for s in whole.samples]
+        for s, w in enumerate(weights):
+            share = batch * w / total
+            assert math.floor(share) <= sources.count(s) <= math.ceil(share)  # in sequences
+            assert all(d.source == s for sample in whole.samples if sample.documents[0].source == s for d in sample.documents)
+        for world_size in [w for w in range(2, streams + 1) if streams % w == 0]:
+            joined = [x for r in range(world_size) for x in run.batch(step, r, world_size=world_size).sample_digests]
+            assert joined == whole.sample_digests
+
+
+def test_an_epoch_plan_reads_each_document_once_and_reports_its_waste(catalog):
+    run = catalog.create_run(f"p{next(_names)}", _plan([1], 32, 4, 2, epochs=1))
+    lengths = _document_lengths(catalog, "alpha")
+    seen: dict[str, int] = defaultdict(int)
+    for step in range(run.total_steps):
+        for sample in run.batch(step, 0, world_size=1).samples:
+            for doc in sample.documents:
+                if doc.epoch == 0:
+                    seen[doc.key] += doc.span["end"] - doc.span["start"]
+    assert seen == lengths
+    waste = run.packing_waste()
+    assert waste.exact and waste.dropped_tokens == 0
+    assert waste.document_tokens + waste.padding_tokens == waste.sequences * 32
+    assert waste.padding_tokens < 2 * 32  # at most one partial sequence per stream per epoch
+
+
+def test_fixed_block_packing_stays_available_and_reports_what_it_drops(catalog):
+    run = catalog.create_run(f"p{next(_names)}", _plan([1], 16, 4, 2, strategy="block", docs_per_block=8, sequences_per_block=2))
+    waste = run.packing_waste()
+    assert waste.exact and waste.dropped_tokens > 0  # 8 documents of >= 6 tokens never fit in 2 x 16
+    sample = run.batch(0, 0, world_size=1).samples[1]
+    assert sample.inputs["dropped"] > 0 and max(sample.inputs["position_ids"]) < 16
+
+
+def test_stale_token_counts_are_rebuilt_and_wrong_ones_refused(catalog):
+    run = catalog.create_run(f"p{next(_names)}", _plan([1], 16, 2, 2))
+    entry = run.manifest["resolved"]["token_counts"][0]
+    path = Path(catalog.path("token-counts", f"{entry['key']}.npy"))
+    good = path.read_bytes()
+    path.write_bytes(b"not an array")
+    fresh = catalog.run(run.name)
+    assert fresh.batch(1, 0).keys == run.batch(1, 0).keys and path.read_bytes() == good  # derived data, rebuilt
+    manifest = json.loads((Path(run.directory) / "run.json").read_text())
+    manifest["resolved"]["token_counts"][0]["sha256"] = "0" * 64
+    path.write_bytes(b"tampered")
+    from loaders.run import Run
+
+    with pytest.raises(CorruptData, match="token counts .*rebuilding them gives digest"):
+        Run(catalog, manifest).batch(0, 0)
+
+
+def test_a_document_transform_that_is_not_deterministic_is_caught(catalog):
+    plan = ReadPlan(
+        [Source("alpha@v1", transforms=[UserFunction("tests.support.unstable_transform:grow"), *TOKENIZE])], seed=1, global_batch_size=2, steps=4, streams=2,
+        transforms=[Pack(seq_len=16)],
+    )
+    run = catalog.create_run(f"p{next(_names)}", plan)
+    with pytest.raises(CorruptData, match="tokenizes to .* tokens, its token counts say"):
+        for step in range(4):
+            run.batch(step, 0)

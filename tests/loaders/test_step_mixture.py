@@ -1,0 +1,151 @@
+"""Every global batch carries the mixture weights (read format 3), for any weights, batch size, streams and world size."""
+
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from loaders import Catalog, InvalidPlan, ReadPlan, Source
+from loaders.mixture import apportion
+from loaders.step_mixture import StepMixture, pfair_extras
+from tests.support.readpath import write_text_dataset
+
+NAMES = ["alpha", "beta", "gamma", "delta", "eps", "zeta"]
+
+
+def _shares(weights: list[float], batch: int) -> list[Fraction]:
+    """Each source's exact share of one global batch, as the apportionment sees the weights."""
+    exact = [Fraction(w).limit_denominator(10**9) for w in weights]
+    total = sum(exact)
+    return [w / total * batch for w in exact]
+
+
+def _divisor(draw, n: int) -> int:
+    return draw(st.sampled_from([d for d in range(1, n + 1) if n % d == 0]))
+
+
+@st.composite
+def mixtures(draw):
+    weights = draw(st.lists(st.floats(0.05, 20.0, allow_nan=False), min_size=2, max_size=6))
+    batch = draw(st.integers(1, 300))
+    streams = _divisor(draw, batch)
+    block = draw(st.integers(len(weights), 4096))
+    return weights, batch, streams, block
+
+
+@settings(max_examples=150, deadline=None)
+@given(mixtures())
+def test_every_step_holds_each_share_within_one_sample(case):
+    weights, batch, streams, block = case
+    cycle = -(-block // batch)
+    try:
+        counts = apportion(weights, cycle * batch)
+    except InvalidPlan:  # a weight too small for the cycle is refused, naming mixture_block
+        return
+    mixture = StepMixture.build(counts, cycle, batch, streams)
+    shares = _shares(weights, batch)
+    per_step = np.stack([mixture.step_counts(t) for t in range(cycle)])
+    for s, share in enumerate(shares):
+        assert set(per_step[:, s].tolist()) <= {math.floor(share), math.ceil(share)}
+    # every prefix of the cycle is within one sample of the cycle's own share (Pfair lag)
+    lag = np.cumsum(per_step, axis=0) * cycle - np.arange(1, cycle + 1)[:, None] * np.asarray(counts)[None, :]
+    assert (np.abs(lag) < cycle).all()
+    assert (per_step.sum(axis=1) == batch).all()
+
+
+@settings(max_examples=80, deadline=None)
+@given(mixtures(), st.integers(0, 3))
+def test_each_stream_draws_each_source_in_order_without_gaps(case, start_cycle):
+    weights, batch, streams, block = case
+    cycle = -(-block // batch)
+    try:
+        counts = apportion(weights, cycle * batch)
+    except InvalidPlan:
+        return
+    mixture = StepMixture.build(counts, cycle, batch, streams)
+    width = batch // streams
+    assert (mixture.rates.sum(axis=0) == np.asarray(counts)).all()
+    for stream in range(streams):
+        first = start_cycle * cycle * width
+        counters = np.arange(first, first + 2 * cycle * width)
+        sources, n = mixture.draws(stream, counters)
+        for s in range(len(counts)):
+            got = n[sources == s]
+            begin = start_cycle * mixture.rates[stream, s]
+            assert got.tolist() == list(range(begin, begin + len(got)))  # the stream's s-draws, consecutively
+            assert (mixture.draws_before(stream, start_cycle * cycle)[s]) == begin
+
+
+def test_pfair_spreads_a_rare_source_evenly():
+    extras = pfair_extras([1, 3, 4], 8)  # one slot per step shared by rates 1/8, 3/8, 4/8
+    assert extras.sum(axis=1).tolist() == [1] * 8
+    assert all(extras[t : t + 2, 2].sum() == 1 for t in range(0, 8, 2))  # rate 1/2: once in every pair of steps
+    assert extras[:4, 1].sum() in (1, 2) and extras[:, 1].sum() == 3 and extras[:, 0].sum() == 1
+
+
+@pytest.fixture(scope="module")
+def catalog(tmp_path_factory) -> Catalog:
+    catalog = Catalog(tmp_path_factory.mktemp("mixture") / "catalog")
+    for i, name in enumerate(NAMES[:4]):
+        write_text_dataset(catalog, name, 23 + 17 * i, row_group=3, shards=2)
+    return catalog
+
+
+_names = iter(range(10**9))
+
+
+def _source_counts(batch, names: list[str]) -> list[int]:
+    return [sum(1 for k in batch.keys if k.startswith(f"{name}-")) for name in names]
+
+
+def test_the_reported_plan_is_mixed_at_every_step(catalog):
+    """0.75 / 0.25 at B=64 with the default streams (64): 48 and 16 at every step, not 64/0/64/0 and 0/64."""
+    plan = ReadPlan([Source("alpha@v1", weight=0.75), Source("beta@v1", weight=0.25)], seed=3, global_batch_size=64, steps=40)
+    run = catalog.create_run(f"m{next(_names)}", plan)
+    assert plan.streams == 64
+    assert [_source_counts(run.batch(step, 0, world_size=1), ["alpha", "beta"]) for step in range(40)] == [[48, 16]] * 40
+
+
+def test_a_weight_too_small_for_one_step_is_honoured_over_the_smallest_window(catalog):
+    plan = ReadPlan([Source("alpha@v1", weight=0.999), Source("beta@v1", weight=0.001)], seed=3, global_batch_size=64, steps=64)
+    run = catalog.create_run(f"m{next(_names)}", plan)
+    beta = [_source_counts(run.batch(step, 0, world_size=1), ["alpha", "beta"])[1] for step in range(64)]
+    assert set(beta) == {0, 1} and sum(beta) == 4  # one sample in every 16 steps (1 of 1024 positions)
+    assert all(sum(beta[t : t + 16]) == 1 for t in range(0, 64, 16))
+    with pytest.raises(InvalidPlan, match="raise mixture_block"):
+        catalog.create_run(f"m{next(_names)}", ReadPlan(
+            [Source("alpha@v1", weight=0.9999), Source("beta@v1", weight=0.0001)], seed=3, global_batch_size=64, steps=4
+        ))
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    weights=st.lists(st.integers(1, 9), min_size=2, max_size=4),
+    batch=st.sampled_from([2, 4, 6, 8, 12, 16, 24]),
+    data=st.data(),
+)
+def test_runs_mix_every_step_at_every_world_size(catalog, weights, batch, data):
+    streams = _divisor(data.draw, batch)
+    names = NAMES[: len(weights)]
+    plan = ReadPlan(
+        [Source(f"{n}@v1", weight=float(w)) for n, w in zip(names, weights)], seed=data.draw(st.integers(0, 99)),
+        global_batch_size=batch, steps=12, streams=streams, mixture_block=data.draw(st.integers(len(weights), 200)),
+    )
+    try:
+        run = catalog.create_run(f"m{next(_names)}", plan)
+    except InvalidPlan:
+        return
+    shares = _shares([float(w) for w in weights], batch)
+    world_sizes = [w for w in range(1, streams + 1) if streams % w == 0]
+    for step in range(12):
+        whole = run.batch(step, 0, world_size=1)
+        for s, count in enumerate(_source_counts(whole, names)):
+            assert math.floor(shares[s]) <= count <= math.ceil(shares[s])
+        for world_size in world_sizes[1:]:
+            joined = [k for r in range(world_size) for k in run.batch(step, r, world_size=world_size).keys]
+            assert joined == whole.keys
