@@ -55,7 +55,9 @@ class RunPage:
     streams: int
     allowed_world_sizes: list[int]
     seed: int
+    read_format: int
     sequences_per_block: int | None
+    packing: dict[str, Any] | None
     sources: list[SourceEntry]
     transforms: list[dict[str, Any]]
     world_sizes: list[dict[str, int]]
@@ -101,6 +103,16 @@ def metric_charts(run: Run) -> list[MetricChart]:
     return charts
 
 
+def _packing(run: Run) -> dict[str, Any] | None:
+    """How the run packs, and the tokens it pads and drops over all its steps (None when it does not pack)."""
+    pack = run.plan.pack
+    waste = run.packing_waste()
+    if pack is None or waste is None:
+        return None
+    strategy = pack.strategy if run.read_format >= 3 else "block"
+    return {"strategy": strategy, "seq_len": pack.seq_len, "position_ids": pack.position_ids, **waste.to_json()}
+
+
 def run_page(catalog: Catalog, runs: RunCache, name: str) -> RunPage:
     """Everything the run page shows."""
     run = runs.run(catalog, name)
@@ -130,7 +142,9 @@ def run_page(catalog: Catalog, runs: RunCache, name: str) -> RunPage:
         streams=run.streams,
         allowed_world_sizes=run.plan.allowed_world_sizes(),
         seed=run.plan.seed,
+        read_format=run.read_format,
         sequences_per_block=run.sequences_per_block,
+        packing=_packing(run),
         sources=sources,
         transforms=[t.to_json() for t in run.plan.transforms],
         world_sizes=[{"start_step": s.start_step, "world_size": s.world_size} for s in run.world_size_history()],

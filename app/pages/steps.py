@@ -61,6 +61,8 @@ class RankShare:
     sources: dict[str, int]
     tokens: int
     trained_tokens: int
+    padding_tokens: int
+    dropped_tokens: int
     loss: float | None
     digest: str
     verified: bool | None
@@ -98,6 +100,8 @@ def step_page(catalog: Catalog, runs: RunCache, name: str, step: int) -> StepPag
                 sources=dict(Counter(d.source_name for s in batch.samples for d in s.documents)),
                 tokens=sum(t for t, _ in tokens),
                 trained_tokens=sum(t for _, t in tokens),
+                padding_tokens=sum(int(s.inputs.get("padding") or 0) for s in batch.samples),
+                dropped_tokens=sum(int(s.inputs.get("dropped") or 0) for s in batch.samples),
                 loss=loss if isinstance(loss, (int, float)) else None,
                 digest=batch.digest,
                 verified=check.verified,

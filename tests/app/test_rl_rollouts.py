@@ -432,5 +432,6 @@ def test_a_step_of_a_large_source_without_an_index_is_judged_on_the_batch(tmp_pa
     catalog.create_run("big", ReadPlan([Source("rollouts@v1")], seed=1, global_batch_size=8, steps=2))
     client = TestClient(create_app(Settings(root=catalog.root, flags_path=str(tmp_path / "f.sqlite"))), follow_redirects=False)
     view = soup(client.get(urls.rank("big", 0, 0))).select_one("section.rl-batch")
-    assert "could not be matched with their dataset's group index" in view.select_one(".rl-note").get_text()
+    notes = " ".join(note.get_text() for note in view.select(".rl-note"))
+    assert "could not be matched with their dataset's group index" in notes
     assert not list((Path(catalog.root) / "indexes").glob("**/*.arrow"))  # nothing was scanned
