@@ -25,6 +25,8 @@ if TYPE_CHECKING:
     from .run import Run
 
 #: Tokenized windows kept per run (each holds a window of one stream's documents of one source).
+#: Tokenized windows kept per run, at least; and at least two per (stream, source), so a sequence that spans two
+#: windows never evicts the window the next sequence needs. A process reading one rank only fills its own streams'.
 WINDOW_CACHE = 16
 
 
@@ -87,22 +89,20 @@ class ConcatPacking:
         positions = order.shuffled(stream, layout, start, end)
         records, epochs = order.layout_records(layout, positions)
         documents, inputs = self.run.read_documents(source, records, epochs, positions)
-        ids = [i["input_ids"] for i in inputs]
-        masks = [i.get("loss_mask") or [1] * len(i["input_ids"]) for i in inputs]
+        masks = [i["loss_mask"] if i.get("loss_mask") is not None else [1] * len(i["input_ids"]) for i in inputs]
+        tokens = WindowTokens.of(documents, [i["input_ids"] for i in inputs], masks)
         plan = self.packers[(stream, source)].layout(layout)
         w = int(np.searchsorted(plan.windows, start))
         expected = int(plan.token_starts[w + 1] - plan.token_starts[w])
-        found = sum(len(x) for x in ids)
-        if found != expected:
+        if tokens.tokens != expected:
             raise CorruptData(
                 f"run {self.run.name} source {self.run.sources[source].ref} stream {stream} epoch layout {layout}: "
-                f"the window of slots {start}..{end} tokenizes to {found} tokens, its token counts say {expected} "
+                f"the window of slots {start}..{end} tokenizes to {tokens.tokens} tokens, its token counts say {expected} "
                 "(a document transform is not deterministic per record, or the token counts are stale)"
             )
-        tokens = (documents, ids, masks)
         with self._lock:
             self._windows[key] = tokens
-            while len(self._windows) > WINDOW_CACHE:
+            while len(self._windows) > max(WINDOW_CACHE, 2 * len(self.packers)):
                 self._windows.popitem(last=False)
         return tokens
 
@@ -124,3 +124,4 @@ class ConcatPacking:
                 count -= used
                 layout += 1
         return PackingWaste(tokens, padding, 0, total, self.pack.seq_len, True)
+

@@ -61,8 +61,27 @@ class LayoutPlan:
 #: Layouts without a single token after which a stream's source is declared empty.
 EMPTY_LAYOUTS = 64
 
-#: A window's documents: (payload per document, token ids, loss mask) in reading order.
-WindowTokens = tuple[list[Any], list[Sequence[int]], list[Sequence[int]]]
+@dataclass(frozen=True)
+class WindowTokens:
+    """A window's documents in reading order: a payload each, and their tokens concatenated (``starts`` are offsets)."""
+
+    payloads: list[Any]
+    ids: np.ndarray
+    mask: np.ndarray
+    starts: np.ndarray
+
+    @classmethod
+    def of(cls, payloads: list[Any], ids: list[Sequence[int]], masks: list[Sequence[int]]) -> "WindowTokens":
+        lengths = np.fromiter((len(x) for x in ids), dtype=np.int64, count=len(ids))
+        flat_ids = np.concatenate([np.asarray(x, dtype=np.int64) for x in ids]) if ids else np.empty(0, np.int64)
+        if len(flat_ids) and 0 <= flat_ids.min() and flat_ids.max() < 2**31:
+            flat_ids = flat_ids.astype(np.int32)  # half the memory for every real vocabulary
+        flat_mask = np.concatenate([np.asarray(x, dtype=np.int8) for x in masks]) if masks else np.empty(0, np.int8)
+        return cls(payloads, flat_ids, flat_mask, np.concatenate([[0], np.cumsum(lengths)]))
+
+    @property
+    def tokens(self) -> int:
+        return int(self.starts[-1])
 
 
 @dataclass
@@ -117,22 +136,30 @@ class LanePacker:
         """
         layout, q = self.locate(sequence)
         plan = self.layout(layout)
-        begin = q * self.seq_len
+        begin, end = q * self.seq_len, (q + 1) * self.seq_len
         out = PackedSequence([], [], [])
         payloads: list[Any] = []
+        ids: list[np.ndarray] = []
+        masks: list[np.ndarray] = []
         for w in plan.windows_of(q):
-            docs, ids, masks = window_tokens(layout, int(plan.windows[w]), int(plan.windows[w + 1]))
-            cursor = int(plan.token_starts[w])
-            for payload, doc_ids, mask in zip(docs, ids, masks):
-                length = len(doc_ids)
-                lo, hi = max(begin, cursor), min(begin + self.seq_len, cursor + length)
-                if lo < hi:
-                    start = len(out.input_ids)
-                    out.input_ids.extend(int(t) for t in doc_ids[lo - cursor : hi - cursor])
-                    out.loss_mask.extend(int(m) for m in mask[lo - cursor : hi - cursor])
-                    out.spans.append(DocumentSpan(len(payloads), start, start + hi - lo, lo - cursor, length))
-                    payloads.append(payload)
-                cursor += length
+            window = window_tokens(layout, int(plan.windows[w]), int(plan.windows[w + 1]))
+            base = int(plan.token_starts[w])
+            lo, hi = max(begin - base, 0), min(end - base, window.tokens)  # this sequence's tokens of the window
+            first = int(np.searchsorted(window.starts, lo, side="right")) - 1
+            last = int(np.searchsorted(window.starts, hi - 1, side="right")) - 1
+            for d in range(first, last + 1):
+                doc_lo, doc_hi = int(window.starts[d]), int(window.starts[d + 1])
+                a, b = max(lo, doc_lo), min(hi, doc_hi)
+                if a >= b:
+                    continue  # an empty document
+                start = base + a - begin
+                out.spans.append(DocumentSpan(len(payloads), start, start + b - a, a - doc_lo, doc_hi - doc_lo))
+                payloads.append(window.payloads[d])
+            ids.append(window.ids[lo:hi])
+            masks.append(window.mask[lo:hi])
+        if ids:
+            out.input_ids = np.concatenate(ids).tolist()
+            out.loss_mask = np.concatenate(masks).tolist()
         finish(out, self.seq_len, pad_id, positions)
         return out, payloads
 

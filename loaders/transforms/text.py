@@ -28,11 +28,12 @@ class Tokenize(Transform):
 
     def apply_many(self, items: list[tuple[dict[str, Any], Context]]) -> None:
         """Tokenize many documents with one ``encode_batch`` per tokenizer (the tokenizer's own threads)."""
-        by_tokenizer: dict[int, tuple[Any, list[tuple[dict[str, Any], Context]]]] = {}
-        for inputs, ctx in items:
-            tokenizer = ctx.tokenizer(self.tokenizer)
-            by_tokenizer.setdefault(id(tokenizer), (tokenizer, []))[1].append((inputs, ctx))
-        for tokenizer, group in by_tokenizer.values():
+        groups: dict[tuple[str | None, tuple[tuple[str, str], ...]], list[tuple[dict[str, Any], Context]]] = {}
+        for inputs, ctx in items:  # one tokenizer lookup per distinct tokenizer, not per document
+            name = self.tokenizer if self.tokenizer is not None else (ctx.version.tokenizer if ctx.version else None)
+            groups.setdefault((name, tuple(sorted(ctx.tokenizers.items()))), []).append((inputs, ctx))
+        for group in groups.values():
+            tokenizer = group[0][1].tokenizer(self.tokenizer)
             texts = [str(require(inputs, self.field, self.type, ctx.where)) for inputs, ctx in group]
             eos_id = None
             if self.eos is not None:
