@@ -53,12 +53,13 @@ def read_all(run: Run, rank: int, world_size: int, **options) -> list[list[tuple
 
 
 def assert_resumes_identically(run: Run, rank: int, world_size: int, stop_after: int, **options) -> None:
-    """Stop a reader after ``stop_after`` batches, resume a new one from its state: together they equal one run."""
+    """Stop a reader after training ``stop_after`` batches, resume a new one from its state: together they equal one run."""
     uninterrupted = read_all(run, rank, world_size, ledger=False, **options)
     first: list = []
     with run.reader(rank, world_size, ledger=False, **options) as reader:
         for batch in reader:
             first.append(batch_view(batch))
+            reader.mark_trained(batch.step)
             if len(first) == stop_after:
                 state = reader.state_dict()
                 break
