@@ -9,21 +9,14 @@ from pathlib import Path
 
 import pytest
 
-from loaders import Catalog, ReadPlan, Source
 from loaders.ledger import Ledger
 from loaders.run import Run
-from tests.support.readpath import write_text_dataset
+from tests.support.readpath import trained_run
 
 
 @pytest.fixture
 def run(tmp_path) -> Run:
-    catalog = Catalog(tmp_path / "catalog")
-    write_text_dataset(catalog, "alpha", 40, row_group=3, shards=2)
-    run = catalog.create_run("job", ReadPlan([Source("alpha@v1")], seed=1, global_batch_size=2, steps=6, streams=2))
-    with run.reader(0, 1, flush_seconds=0) as reader:
-        for batch in reader:
-            reader.log(batch.step, loss=1.0)
-    return run
+    return trained_run(tmp_path, steps=6, global_batch_size=2, rows=40)
 
 
 def _path(run: Run) -> Path:
