@@ -89,8 +89,7 @@ class Progress:
 
     def state_dict(self) -> dict[str, Any]:
         """The state to resume after the last trained step (see :mod:`loaders.reader_state`); flushes the ledger."""
-        if self.writer is not None:
-            self.writer.flush()
+        self.flush()
         if self.fetched > self.trained and not self._marked and not self.mark_on_handout and not self._warned:
             self._warned = True
             warnings.warn(
@@ -100,6 +99,11 @@ class Progress:
                 stacklevel=3,
             )
         return make_state(self.run, step=self.trained, fetched=self.fetched, world_size=self.world_size, rank=self.rank)
+
+    def flush(self) -> None:
+        """Write the ledger records buffered so far."""
+        if self.writer is not None:
+            self.writer.flush()
 
     def load_state_dict(self, state: dict[str, Any]) -> int:
         """Move both positions to where ``state`` resumes; returns that step."""
