@@ -13,12 +13,12 @@ from typer.testing import CliRunner
 
 from app.cli import app as cli
 from loaders.run import Run
-from tests.support.readpath import trained_run
+from tests.support.readpath import text_run
 
 
 @pytest.fixture
 def run(tmp_path) -> Run:
-    return trained_run(tmp_path, steps=6, global_batch_size=4, rows=50)
+    return text_run(tmp_path, steps=6, global_batch_size=4, rows=50)
 
 
 def _verify(run: Run, *args: str) -> tuple[int, str]:

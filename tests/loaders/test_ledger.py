@@ -11,12 +11,12 @@ import pytest
 
 from loaders.ledger import Ledger
 from loaders.run import Run
-from tests.support.readpath import trained_run
+from tests.support.readpath import text_run
 
 
 @pytest.fixture
 def run(tmp_path) -> Run:
-    return trained_run(tmp_path, steps=6, global_batch_size=2, rows=40)
+    return text_run(tmp_path, steps=6, global_batch_size=2, rows=40)
 
 
 def _path(run: Run) -> Path:

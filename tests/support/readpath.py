@@ -71,12 +71,14 @@ def assert_resumes_identically(run: Run, rank: int, world_size: int, stop_after:
     assert first + rest == uninterrupted
 
 
-def trained_run(root: Path, *, steps: int, global_batch_size: int, rows: int = 50) -> Run:
-    """A run ``job`` over a text dataset, read to the end by one rank that logged (so marked trained) every step."""
+def text_run(root: Path, *, steps: int, global_batch_size: int, rows: int = 50, trained: bool = True) -> Run:
+    """A run ``job`` over a text dataset; ``trained``: read to the end by one rank that logged (so marked trained)
+    every step."""
     catalog = Catalog(root / "catalog")
     write_text_dataset(catalog, "alpha", rows, row_group=3, shards=2)
     run = catalog.create_run("job", ReadPlan([Source("alpha@v1")], seed=2, global_batch_size=global_batch_size, steps=steps, streams=2))
-    with run.reader(0, 1, flush_seconds=0) as reader:
-        for batch in reader:
-            reader.log(batch.step, loss=1.0)
+    if trained:
+        with run.reader(0, 1, flush_seconds=0) as reader:
+            for batch in reader:
+                reader.log(batch.step, loss=1.0)
     return run
