@@ -93,13 +93,13 @@ def job_arguments(description: str) -> argparse.Namespace:
 
 
 # -- the test side ------------------------------------------------------------------------------------------------
-def make_lm_run(root: Path, *, steps: int, name: str = "lm") -> Any:
-    """A packed, tokenized run (``global_batch_size=2``, ``seq_len=16``) over a small text dataset."""
+def make_lm_run(root: Path, *, steps: int, name: str = "lm", catalog: str = "catalog") -> Any:
+    """A packed, tokenized run (``global_batch_size=2``, ``seq_len=16``) over a small text dataset, in ``root/catalog``."""
     from loaders import Catalog, Pack, ReadPlan, Source, Tokenize
     from tests.conftest import word_tokenizer
     from tests.support.readpath import write_text_dataset
 
-    catalog = Catalog(root / "catalog")
+    catalog = Catalog(root / catalog)
     write_text_dataset(catalog, "corpus", 80, row_group=4, shards=2)
     words = ["document", "of", "word", "corpus:", "<|endoftext|>"] + [str(i) for i in range(80)]
     catalog.put_tokenizer("words", word_tokenizer(words))
@@ -110,11 +110,11 @@ def make_lm_run(root: Path, *, steps: int, name: str = "lm") -> Any:
     return catalog.create_run(name, plan)
 
 
-def start(script: str, *args: str) -> subprocess.Popen[str]:
-    """Run ``tests/support/<script>`` in a fresh Python with the repository importable."""
+def start(script: str | Path, *args: str, cwd: Path | None = None) -> subprocess.Popen[str]:
+    """Run ``script`` (a name in ``tests/support``, or a path) in a fresh Python with the repository importable."""
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT), "TOKENIZERS_PARALLELISM": "false"}
     command = [sys.executable, str(ROOT / "tests" / "support" / script), *args]
-    return subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    return subprocess.Popen(command, env=env, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 
 
 def received(directory: Path) -> list[dict[str, Any]]:
