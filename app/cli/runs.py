@@ -97,8 +97,8 @@ def _print_report(run: Run, report: RunVerification) -> None:
         )
     window = report.steps
     console.print(
-        f"{run.name}: {len(report.with_status('verified'))} verified, {len(report.with_status('mismatch'))} mismatched, "
-        f"{len(report.with_status('no-ledger'))} without a ledger entry, {len(report.with_status('untrained'))} fetched "
+        f"{run.name}: {report.count('verified')} verified, {report.count('mismatch')} mismatched, "
+        f"{report.count('no-ledger')} without a ledger entry, {report.count('untrained')} fetched "
         f"but not trained, {sum(p.fatal for p in report.problems)} unreadable ledger line(s) "
         f"(steps {window.start}-{window.stop - 1}; exit {report.exit_code}: {EXIT_MEANINGS[report.exit_code]})",
         highlight=False, soft_wrap=True,
