@@ -94,7 +94,8 @@ def _parse(text: str, rank: int, world_size: int) -> dict[str, Any]:
         indices = data.get("indices")
         if not isinstance(indices, list) or not all(isinstance(i, int) and not isinstance(i, bool) for i in indices):
             raise _BadLine("'indices' is not a list of integers")
-        if len(_strings(data, "keys")) != len(indices) or len(_strings(data, "samples")) not in (0, len(indices)):
+        samples = _strings(data, "samples") if "samples" in data else []  # the first ledgers kept no sample digests
+        if len(_strings(data, "keys")) != len(indices) or len(samples) not in (0, len(indices)):
             raise _BadLine("'indices', 'keys' and 'samples' have different lengths")
     elif kind == "metrics" and not isinstance(data.get("metrics", {}), dict):
         raise _BadLine("'metrics' is not an object")

@@ -80,6 +80,7 @@ class LedgerWriter:
             self._start_timer()
 
     def _start_timer(self) -> None:
+        self._stop.clear()  # a writer used again after close() gets a timer again
         self._timer = threading.Thread(target=self._flush_periodically, name="batchscope-ledger-flush", daemon=True)
         self._timer.start()
 
