@@ -89,7 +89,7 @@ def _saved_state(catalog_root: Path) -> dict[str, Any]:
 
     run = Catalog(catalog_root).run("resume")
     with run.reader(0, 1, ledger=False) as reader:
-        next(iter(reader))
+        reader.mark_trained(next(iter(reader)).step)
         return reader.state_dict()
 
 

@@ -8,12 +8,14 @@ from typing import TYPE_CHECKING, Any, Iterator
 
 from .batch import Batch
 from .collate import collate_numpy
-from .errors import StateMismatch
+from .ledger_writer import batch_summary
+from .progress import Progress
+from .reader_state import STATE_FORMAT
 
 if TYPE_CHECKING:
     from .run import Run
 
-STATE_FORMAT = "batchscope.reader/1"
+__all__ = ["STATE_FORMAT", "Reader", "default_prefetch", "default_steps_per_task"]
 
 
 #: Samples per background task for plans whose samples are plain records (larger tasks amortize the order
@@ -55,10 +57,19 @@ class Reader:
     of the next one. With ``prefetch`` > 0, up to that many tasks are computed
     ahead on ``threads`` background threads (the default for plans with
     transforms; plain-record plans assemble in the calling thread, see
-    :func:`default_prefetch`). Each batch is recorded in the ledger as it is
-    handed out. ``state_dict()`` is tiny and ``load_state_dict()`` resumes in
-    O(1) at any world size the plan allows; the first tasks after a start or
-    resume are short (1, 2, 4... steps), so the first batch comes quickly.
+    :func:`default_prefetch`). ``state_dict()`` is tiny and
+    ``load_state_dict()`` resumes in O(1) at any world size the plan allows;
+    the first tasks after a start or resume are short (1, 2, 4... steps), so
+    the first batch comes quickly.
+
+    **State means trained.** ``state_dict()`` resumes after the last batch the
+    trainer *finished*: ``log(step, ...)`` or ``mark_trained(step)`` (each
+    covering every earlier step) moves it, so batches a framework prefetched
+    but never trained are delivered again after a resume. The ledger records
+    each batch as ``fetched`` when handed out and ``trained`` when marked. A
+    loop that never logs nor marks would resume at its start (``state_dict``
+    warns); pass ``mark_on_handout=True`` to count a batch as trained when it
+    is handed out (only right for loops that do not prefetch).
 
     Training loops that only need the records or collated arrays should use
     ``batch.records`` / ``batch.inputs`` / :meth:`numpy`: ``batch.samples``
@@ -85,6 +96,7 @@ class Reader:
         worker: int = 0,
         num_workers: int = 1,
         flush_seconds: float = 2.0,
+        mark_on_handout: bool = False,
     ) -> None:
         run.check_world_size(world_size)
         if not 0 <= rank < world_size:
@@ -103,40 +115,29 @@ class Reader:
         self.steps_per_task = max(1, steps_per_task if steps_per_task is not None else default_steps_per_task(run, world_size))
         self._pool: cf.ThreadPoolExecutor | None = None
         self._pending: collections.deque[tuple[int, cf.Future[Batch]]] = collections.deque()
-        self._ledger_enabled = ledger
-        self._flush_seconds = flush_seconds
-        self._writer = None
+        self.progress = Progress(
+            run, rank, world_size, start_step=start_step, ledger=ledger, flush_seconds=flush_seconds, mark_on_handout=mark_on_handout
+        )
         self._started = False
 
     # -- state ------------------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:
-        """``{"format", "run", "fingerprint", "step", "world_size", "rank"}``: the next step to read.
+        """Where a resume continues: after the last trained step (see :mod:`loaders.reader_state` for the fields).
 
         Also flushes the ledger, so everything before a saved state is on disk.
         """
-        if self._writer is not None:
-            self._writer.flush()
-        return {
-            "format": STATE_FORMAT,
-            "run": self.run.name,
-            "fingerprint": self.run.fingerprint,
-            "step": self.next_step,
-            "world_size": self.world_size,
-            "rank": self.rank,
-        }
+        return self.progress.state_dict()
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Resume at ``state["step"]``; refuses a state saved under another run or plan."""
-        if state.get("format") != STATE_FORMAT:
-            raise StateMismatch(f"not a batchscope reader state (format {state.get('format')!r})")
-        if state.get("run") != self.run.name or state.get("fingerprint") != self.run.fingerprint:
-            raise StateMismatch(
-                f"reader state belongs to run {state.get('run')!r} (plan {str(state.get('fingerprint'))[:12]}), "
-                f"not run {self.run.name!r} (plan {self.run.fingerprint[:12]})"
-            )
+        """Resume at ``state["step"]``; refuses a state saved under another run, plan or read format."""
+        step = self.progress.load_state_dict(state)
         if self._started:
             self._drain()
-        self.next_step = int(state["step"])
+        self.next_step = step
+
+    def mark_trained(self, step: int) -> None:
+        """The trainer finished ``step`` (and every step handed out before it): a state saved now resumes after it."""
+        self.progress.mark_trained(step)
 
     # -- iteration ----------------------------------------------------------------------
     def _my_tasks(self) -> Iterator[range]:
@@ -175,10 +176,7 @@ class Reader:
         if self._started:
             return
         self._started = True
-        if self._ledger_enabled:
-            if self.rank == 0 and self.worker == 0:
-                self.run.record_world_size(self.next_step, self.world_size)
-            self._writer = self.run.ledger.writer(self.rank, self.world_size, flush_seconds=self._flush_seconds)
+        self.progress.open(record_world_size=self.worker == 0)
         if self.prefetch:
             self._pool = cf.ThreadPoolExecutor(max_workers=self._threads, thread_name_prefix="batchscope-read")
 
@@ -209,8 +207,7 @@ class Reader:
                 yield self._deliver(batch)
 
     def _deliver(self, batch: Batch) -> Batch:
-        if self._writer is not None:
-            self._writer.record(batch)
+        self.progress.handed_out(batch.step, lambda: batch_summary(batch))
         self.next_step = batch.step + 1
         return batch
 
@@ -220,11 +217,8 @@ class Reader:
             yield collate_numpy(batch)
 
     def log(self, step: int, **metrics: Any) -> None:
-        """Record metrics (loss, per-sample loss...) for ``step`` in the ledger."""
-        if self._writer is None:
-            self._start()
-        if self._writer is not None:
-            self._writer.log(step, **metrics)
+        """Record metrics (loss, per-sample loss...) for ``step`` in the ledger and mark it trained."""
+        self.progress.log(step, metrics)
 
     def close(self) -> None:
         """Flush the ledger and stop the prefetch threads."""
@@ -232,8 +226,7 @@ class Reader:
         if self._pool is not None:
             self._pool.shutdown(wait=True, cancel_futures=True)
             self._pool = None
-        if self._writer is not None:
-            self._writer.close()
+        self.progress.close()
 
     def __enter__(self) -> "Reader":
         return self

@@ -15,8 +15,7 @@ import numpy as np
 
 from . import storage
 from .batch import Batch, Document, Sample, SampleColumns, SourceRef, made_inputs
-from .digests import DIGEST_FORMAT, document_hashes, made_hash, sample_digests, version_hash
-from .legacy import batch_digests_v1
+from .digests import document_hashes, made_hash, sample_digests, version_hash
 from .catalog import Catalog
 from .concat_packing import ConcatPacking, PackingWaste
 from .errors import InvalidPlan, RankOutOfRange, StepOutOfRange
@@ -30,6 +29,7 @@ from .pool import map_in_order
 from .records import Record
 from .run_manifest import ResolvedSource, now, read_format, resolve_against, run_dir, stored_plan_json
 from .transforms import Context, PackedSequence, Transform, pack_block
+from .verification import Verification, compare_with_ledger
 from .version import DatasetVersion
 
 if TYPE_CHECKING:
@@ -72,26 +72,6 @@ class _Documents:
 
 def _key_column(column: str, record: Record) -> str:
     return str(record[column])
-
-
-@dataclass
-class Verification:
-    """The ledger compared with a recomputation of one (step, rank)."""
-
-    status: str  # "verified", "mismatch" or "no-ledger"
-    step: int
-    rank: int
-    world_size: int
-    computed_digest: str
-    ledger_digest: str | None
-    differing: list[int]
-
-    @property
-    def verified(self) -> bool | None:
-        return None if self.status == "no-ledger" else self.status == "verified"
-
-    def to_json(self) -> dict[str, Any]:
-        return {**self.__dict__, "verified": self.verified}
 
 
 class Run:
@@ -687,22 +667,8 @@ class Run:
         return self.compare(self.batch(step, rank, world_size=self.world_size_at(step)))
 
     def compare(self, batch: Batch) -> Verification:
-        """Compare an already computed batch with the ledger entry for its step, rank and world size."""
-        entry = self.ledger.entry(batch.step, batch.rank, batch.world_size)
-        if entry is None:
-            return Verification("no-ledger", batch.step, batch.rank, batch.world_size, batch.digest, None, [])
-        computed, samples = batch.digest, batch.sample_digests
-        if entry.digest_format != DIGEST_FORMAT:  # a ledger written by an earlier version of the digests
-            computed, samples = batch_digests_v1(batch)
-        if entry.digest == computed:
-            return Verification("verified", batch.step, batch.rank, batch.world_size, computed, entry.digest, [])
-        indices = batch.indices
-        differing = [
-            index
-            for i, (index, digest) in enumerate(zip(indices, samples))
-            if i >= len(entry.samples) or entry.samples[i] != digest or entry.indices[i] != index
-        ]
-        return Verification("mismatch", batch.step, batch.rank, batch.world_size, computed, entry.digest, differing or indices)
+        """Compare an already computed batch with the ledger record for its step, rank and world size."""
+        return compare_with_ledger(self, batch)
 
     def against(self, other: str) -> "Run":
         """This run's plan re-resolved with one source swapped: ``name@version-or-tag``, or another run's versions.

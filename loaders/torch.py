@@ -6,7 +6,7 @@ main process records each batch in the ledger as the trainer receives it.
 
 >>> loader = make_loader(run, num_workers=2)            # doctest: +SKIP
 >>> for batch in loader:                                 # doctest: +SKIP
-...     loss = model(batch["input_ids"]); loader.log(batch["step"], loss=float(loss))
+...     loss = model(batch["input_ids"]); loader.log(batch["step"], loss=float(loss))   # marks the step trained
 """
 
 from __future__ import annotations
@@ -20,9 +20,8 @@ from torch.utils.data import DataLoader, IterableDataset, get_worker_info
 
 from .catalog import Catalog
 from .collate import collate_numpy
-from .errors import StateMismatch
-from .ledger import batch_summary
-from .reader import STATE_FORMAT
+from .ledger_writer import batch_summary
+from .progress import Progress
 from .run import Run
 
 
@@ -59,9 +58,27 @@ class BatchscopeDataset(IterableDataset):
 
 
 class Loader:
-    """A ``DataLoader`` over :class:`BatchscopeDataset` that writes the ledger and saves/restores its position."""
+    """A ``DataLoader`` over :class:`BatchscopeDataset` that writes the ledger and saves/restores its position.
 
-    def __init__(self, run: Run, rank: int, world_size: int, *, num_workers: int = 0, start_step: int = 0, end_step: int | None = None, **dataloader_options: Any) -> None:
+    Like :class:`~loaders.reader.Reader`, its state means *trained*: ``log(step, ...)`` or ``mark_trained(step)``
+    moves it, and batches handed out but not marked are delivered again after a resume. It has ``state_dict`` and
+    ``load_state_dict``, so frameworks that save stateful dataloaders (PyTorch Lightning) checkpoint it as is. A new
+    iteration continues after the last batch handed out (or where ``load_state_dict`` put it).
+    """
+
+    def __init__(
+        self,
+        run: Run,
+        rank: int,
+        world_size: int,
+        *,
+        num_workers: int = 0,
+        start_step: int = 0,
+        end_step: int | None = None,
+        flush_seconds: float = 2.0,
+        mark_on_handout: bool = False,
+        **dataloader_options: Any,
+    ) -> None:
         run.check_world_size(world_size)
         self.run = run
         self.rank = rank
@@ -69,47 +86,42 @@ class Loader:
         self.num_workers = num_workers
         self.next_step = start_step
         self.end_step = end_step
+        self.progress = Progress(
+            run, rank, world_size, start_step=start_step, flush_seconds=flush_seconds, mark_on_handout=mark_on_handout, what="loader"
+        )
         self._options = dataloader_options
-        self._writer = None
 
     def _dataloader(self) -> DataLoader:
         dataset = BatchscopeDataset(self.run.catalog.root, self.run.name, self.rank, self.world_size, start_step=self.next_step, end_step=self.end_step)
         return DataLoader(dataset, batch_size=None, num_workers=self.num_workers, **self._options)
 
     def __iter__(self) -> Iterator[dict[str, Any]]:
-        if self._writer is None:
-            if self.rank == 0:
-                self.run.record_world_size(self.next_step, self.world_size)
-            self._writer = self.run.ledger.writer(self.rank, self.world_size)
+        self.progress.open()
         for item in self._dataloader():
             summary = item.pop("_batchscope")
-            self._writer.record_summary(summary)
+            self.progress.handed_out(summary["step"], lambda: summary)
             self.next_step = summary["step"] + 1
             yield item
 
     def log(self, step: int, **metrics: Any) -> None:
-        """Record metrics for ``step`` in the ledger."""
-        if self._writer is None:
-            self._writer = self.run.ledger.writer(self.rank, self.world_size)
-        self._writer.log(step, **metrics)
+        """Record metrics for ``step`` in the ledger and mark it trained."""
+        self.progress.log(step, metrics)
+
+    def mark_trained(self, step: int) -> None:
+        """The trainer finished ``step`` (and every step handed out before it): a state saved now resumes after it."""
+        self.progress.mark_trained(step)
 
     def state_dict(self) -> dict[str, Any]:
-        """The next step to read (flushes the ledger first, so it covers everything before this state)."""
-        if self._writer is not None:
-            self._writer.flush()
-        return {"format": STATE_FORMAT, "run": self.run.name, "fingerprint": self.run.fingerprint, "step": self.next_step, "world_size": self.world_size, "rank": self.rank}
+        """Where a resume continues: after the last trained step (flushes the ledger first)."""
+        return self.progress.state_dict()
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        if state.get("format") != STATE_FORMAT or state.get("fingerprint") != self.run.fingerprint or state.get("run") != self.run.name:
-            raise StateMismatch(
-                f"loader state belongs to run {state.get('run')!r} (plan {str(state.get('fingerprint'))[:12]}), "
-                f"not run {self.run.name!r} (plan {self.run.fingerprint[:12]})"
-            )
-        self.next_step = int(state["step"])
+        """Resume at ``state["step"]``; refuses a state saved under another run, plan or read format."""
+        self.next_step = self.progress.load_state_dict(state)
 
     def close(self) -> None:
-        if self._writer is not None:
-            self._writer.close()
+        """Stop the ledger's flush timer and write what is buffered."""
+        self.progress.close()
 
     def __enter__(self) -> "Loader":
         return self

@@ -1,4 +1,4 @@
-"""CLI: list runs and verify a run's ledger against a recomputation of the read path."""
+"""CLI: list runs and verify a run's ledger against a recomputation of the read path (exit codes in ``verify``)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,20 @@ import sys
 from typing import Annotated, Optional
 
 import typer
+from rich.markup import escape
 from rich.table import Table
+
+from loaders import Run
+from loaders.ledger import ledger_file_name
+from loaders.verification import (
+    EXIT_CANNOT_CHECK,
+    EXIT_MISMATCH,
+    EXIT_UNTRAINED,
+    EXIT_VERIFIED,
+    RunVerification,
+    step_ranges,
+    verify_run,
+)
 
 from .common import RootOption, console, err_console, friendly_errors, open_catalog
 
@@ -46,31 +59,59 @@ def verify(
     steps: Annotated[Optional[str], typer.Option("--steps", help="Steps A:B (B exclusive; default: all).")] = None,
     root: RootOption = None,
 ) -> None:
-    """Recompute every (step, rank) and compare with the ledger; exit 1 naming the samples that differ."""
-    with friendly_errors(exit_code=2):
+    """Recompute every (step, rank) and compare with the ledger.
+
+    Exit 0: every (step, rank) checked was verified and trained; 1: a ledger record differs from what the plan reads
+    (digest, global indices, keys or sample digests); 2: cannot check (records missing, unreadable ledger lines, or
+    the read path failed); 3: the data matches, but some steps were fetched and never marked trained.
+    """
+    with friendly_errors(exit_code=EXIT_CANNOT_CHECK):
         run = open_catalog(root).run(run_name)
         window = _parse_steps(steps, run.total_steps)
-        verified = missing = 0
-        mismatches = []
         for step in window:
             run.check_step(step)
-            for rank in range(run.world_size_at(step)):
-                result = run.verify(step, rank)
-                if result.status == "verified":
-                    verified += 1
-                elif result.status == "no-ledger":
-                    missing += 1
-                else:
-                    mismatches.append(result)
-                    err_console.print(
-                        f"[red]✗ step {step} rank {rank}[/]: ledger digest {result.ledger_digest} != recomputed "
-                        f"{result.computed_digest}; differing samples (global indices): {result.differing}",
-                        highlight=False,
-                    )
-        console.print(
-            f"{run.name}: {verified} verified, {len(mismatches)} mismatched, {missing} without a ledger entry "
-            f"(steps {window.start}-{window.stop - 1})",
-            highlight=False,
+        report = verify_run(run, window)
+    _print_report(run, report)
+    sys.exit(report.exit_code)
+
+
+def _print_report(run: Run, report: RunVerification) -> None:
+    """One line per failure (runs of steps grouped), then the summary line."""
+    for check in report.with_status("mismatch"):
+        err_console.print(
+            f"[red]✗ step {check.step} rank {check.rank}[/]: {escape('; '.join(check.reasons))}; "
+            f"differing samples (global indices): {check.differing}",
+            highlight=False, soft_wrap=True,
         )
-        if mismatches:
-            sys.exit(1)
+    for rank, world_size, steps in step_ranges(report.with_status("no-ledger")):
+        why = "its records of them are missing" if run.ledger.has_file(rank, world_size) else f"no ledger file {ledger_file_name(rank, world_size)}"
+        err_console.print(
+            f"[red]✗ rank {rank} of {world_size}[/]: no ledger record for {_steps(steps)} ({why})", highlight=False, soft_wrap=True
+        )
+    for problem in report.problems:
+        mark, note = ("[red]✗", "") if problem.fatal else ("[yellow]![/][yellow]", " (not a failure: its records were lost)")
+        err_console.print(f"{mark} ledger {escape(str(problem))}[/]{note}", highlight=False, soft_wrap=True)
+    for rank, world_size, steps in step_ranges(report.with_status("untrained")):
+        err_console.print(
+            f"[yellow]! rank {rank} of {world_size}[/]: {_steps(steps)} fetched but never marked trained", highlight=False, soft_wrap=True
+        )
+    window = report.steps
+    console.print(
+        f"{run.name}: {report.count('verified')} verified, {report.count('mismatch')} mismatched, "
+        f"{report.count('no-ledger')} without a ledger entry, {report.count('untrained')} fetched "
+        f"but not trained, {sum(p.fatal for p in report.problems)} unreadable ledger line(s) "
+        f"(steps {window.start}-{window.stop - 1}; exit {report.exit_code}: {EXIT_MEANINGS[report.exit_code]})",
+        highlight=False, soft_wrap=True,
+    )
+
+
+EXIT_MEANINGS = {
+    EXIT_VERIFIED: "verified",
+    EXIT_MISMATCH: "mismatch",
+    EXIT_CANNOT_CHECK: "cannot check",
+    EXIT_UNTRAINED: "fetched but not trained",
+}
+
+
+def _steps(steps: range) -> str:
+    return f"step {steps.start}" if len(steps) == 1 else f"steps {steps.start}-{steps.stop - 1}"

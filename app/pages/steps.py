@@ -39,6 +39,7 @@ def verdict(run: Run, batch: Batch) -> Verdict:
     labels = {
         "no-ledger": "no ledger",
         "verified": "✓ verified",
+        "untrained": "✓ verified, but fetched and never marked trained",
         "mismatch": f"✗ {len(check.differing)} sample(s) differ from the ledger",
     }
     return Verdict(check.status, check.verified, check.ledger_digest, check.differing, labels[check.status])

@@ -130,6 +130,10 @@ def test_no_ledger_and_mismatch_badges(runs_catalog, tmp_path):
         if entry.get("t") == "batch" and entry["step"] == 4:
             entry["samples"][1] = "0" * 16
             entry["digest"] = "f" * 32
+        if entry.get("t") == "batch" and entry["step"] == 5:
+            entry["keys"][0] = "edited-key"  # digests intact
+        if entry.get("t") == "trained" and entry["step"] == 3:
+            continue  # fetched, never marked trained
         lines.append(json.dumps(entry))
     ledger.write_text("\n".join(lines) + "\n")
     client = TestClient(create_app(Settings(root=str(copy), flags_path=str(tmp_path / "f.sqlite"))))
@@ -139,6 +143,10 @@ def test_no_ledger_and_mismatch_badges(runs_catalog, tmp_path):
     dom = soup(client.get("/runs/pretrain/steps/4/ranks/0"))
     assert dom.select_one(".verify")["data-verified"] == "false"
     assert "#1" in dom.select_one(".differing").get_text()
+    edited = client.get("/api/runs/pretrain/steps/5/ranks/0").json()
+    assert edited["verified"] is False and edited["verification"]["differing"] == [run.batch(5, 0, world_size=2).indices[0]]
+    untrained = client.get("/api/runs/pretrain/steps/3/ranks/0").json()["verification"]
+    assert untrained["status"] == "untrained" and "never marked trained" in untrained["label"]
     none = client.get("/api/runs/plain/steps/0/ranks/0").json()
     assert none["verified"] is None and none["verification"]["label"] == "no ledger"
 

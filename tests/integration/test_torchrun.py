@@ -1,4 +1,5 @@
-"""torchrun on 2 ranks, SIGKILL mid-run, resume on 1 rank: the ledger equals one uninterrupted run."""
+"""torchrun on 2 ranks, SIGKILL mid-run, resume on 1 rank: every step trained exactly once (by the digests of the
+tensors each rank's model step received), and the ledger equals one uninterrupted run."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ import pytest
 
 from loaders import Catalog, ReadPlan, Source
 from tests.support.readpath import write_text_dataset
+from tests.support.training import received, tensor_digest
 
 pytestmark = pytest.mark.slow
 
@@ -77,6 +79,16 @@ def test_sigkill_and_elastic_resume_matches_one_uninterrupted_run(tmp_path):
     combined = [key for step in range(40) for rank in range(run.world_size_at(step)) for key in run.ledger.entry(step, rank, run.world_size_at(step)).keys]
     uninterrupted = [s.key for step in range(40) for s in run.batch(step, 0, world_size=1).samples]
     assert combined == uninterrupted
+    # Each rank's model received exactly the batches of one uninterrupted run: the killed job's steps before the saved
+    # state (later ones were rolled back with it), then the resumed job's.
+    for world_size, rank, steps in [(2, 0, range(saved["step"])), (2, 1, range(saved["step"])), (1, 0, range(saved["step"], 40))]:
+        got = [(r["step"], r["digest"]) for r in received(state.parent / f"received-w{world_size}-r{rank}") if r["step"] in steps]
+        expected = []
+        for step in steps:
+            batch = run.batch(step, rank, world_size=world_size)
+            lengths = [float(len(record["text"])) for record in batch.records]
+            expected.append((step, tensor_digest(batch.indices, lengths)))
+        assert got == expected, (world_size, rank)
     cli = subprocess.run([str(Path(sys.executable).parent / "batchscope"), "verify", "job", "--root", catalog.root], capture_output=True, text=True)
     assert cli.returncode == 0, cli.stdout + cli.stderr
-    assert "0 mismatched, 0 without a ledger entry" in cli.stdout
+    assert "0 mismatched, 0 without a ledger entry, 0 fetched but not trained, 0 unreadable" in cli.stdout

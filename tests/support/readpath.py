@@ -8,7 +8,7 @@ from typing import Iterable
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from loaders import Catalog, Run
+from loaders import Catalog, ReadPlan, Run, Source
 
 
 def write_text_dataset(
@@ -53,12 +53,13 @@ def read_all(run: Run, rank: int, world_size: int, **options) -> list[list[tuple
 
 
 def assert_resumes_identically(run: Run, rank: int, world_size: int, stop_after: int, **options) -> None:
-    """Stop a reader after ``stop_after`` batches, resume a new one from its state: together they equal one run."""
+    """Stop a reader after training ``stop_after`` batches, resume a new one from its state: together they equal one run."""
     uninterrupted = read_all(run, rank, world_size, ledger=False, **options)
     first: list = []
     with run.reader(rank, world_size, ledger=False, **options) as reader:
         for batch in reader:
             first.append(batch_view(batch))
+            reader.mark_trained(batch.step)
             if len(first) == stop_after:
                 state = reader.state_dict()
                 break
@@ -68,3 +69,16 @@ def assert_resumes_identically(run: Run, rank: int, world_size: int, stop_after:
         resumed.load_state_dict(state)
         rest = [batch_view(b) for b in resumed]
     assert first + rest == uninterrupted
+
+
+def text_run(root: Path, *, steps: int, global_batch_size: int, rows: int = 50, trained: bool = True) -> Run:
+    """A run ``job`` over a text dataset; ``trained``: read to the end by one rank that logged (so marked trained)
+    every step."""
+    catalog = Catalog(root / "catalog")
+    write_text_dataset(catalog, "alpha", rows, row_group=3, shards=2)
+    run = catalog.create_run("job", ReadPlan([Source("alpha@v1")], seed=2, global_batch_size=global_batch_size, steps=steps, streams=2))
+    if trained:
+        with run.reader(0, 1, flush_seconds=0) as reader:
+            for batch in reader:
+                reader.log(batch.step, loss=1.0)
+    return run

@@ -13,6 +13,7 @@ import torch.distributed as dist
 
 from loaders import Catalog
 from loaders.torch import make_loader
+from tests.support.training import record
 
 
 def main() -> None:
@@ -34,10 +35,13 @@ def main() -> None:
     if state_path.exists():
         loader.load_state_dict(json.loads(state_path.read_text()))
     weight = torch.zeros(1)
+    received = state_path.parent / f"received-w{world_size}-r{rank}"
+    received.mkdir(exist_ok=True)
     with loader:
         for batch in loader:
             # A real (tiny) model step: a scalar fit to the mean token length, averaged across ranks.
             lengths = torch.tensor([float(len(t)) for t in batch["text"]])
+            record(received, batch["step"], batch["index"], lengths)  # what this rank's model step received
             loss = ((weight - lengths) ** 2).mean()
             dist.all_reduce(loss)
             loss /= world_size

@@ -1,0 +1,83 @@
+"""PyTorch Lightning: a DataModule that serves one rank's batches and a Callback that marks them trained.
+
+Lightning saves the loader's state in its own checkpoints (the loader is a stateful dataloader: it has
+``state_dict``/``load_state_dict``) and restores it on ``trainer.fit(..., ckpt_path=...)``. Lightning fetches one
+batch ahead of the one it trains; :class:`BatchscopeCallback` marks a batch trained (logging its loss) when
+Lightning finishes it, before any checkpoint of that step is written, so a resume continues with the first batch
+not trained — the prefetched one included.
+
+>>> import lightning as L                                                    # doctest: +SKIP
+>>> from loaders.adapters.lightning import BatchscopeCallback, BatchscopeDataModule
+>>> trainer = L.Trainer(max_steps=100, callbacks=[BatchscopeCallback(), L.pytorch.callbacks.ModelCheckpoint(
+...     dirpath="ckpt", every_n_train_steps=10, save_top_k=-1)])             # doctest: +SKIP
+>>> trainer.fit(model, datamodule=BatchscopeDataModule(run), ckpt_path="last")   # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import lightning as L
+
+from ..run import Run
+from ..torch import Loader, make_loader
+
+
+class BatchscopeDataModule(L.LightningDataModule):
+    """Serves ``run`` to this process's rank (``trainer.global_rank`` of ``trainer.world_size``).
+
+    ``loader_options`` go to :func:`loaders.torch.make_loader` (``num_workers``, ``flush_seconds``...). Needs a
+    :class:`BatchscopeCallback` among the trainer's callbacks; batches are dicts of tensors with ``step`` (see
+    :func:`loaders.collate.collate_numpy`).
+    """
+
+    def __init__(self, run: Run, **loader_options: Any) -> None:
+        super().__init__()
+        self.run = run
+        self.loader_options = loader_options
+        self.loader: Loader | None = None
+
+    def train_dataloader(self) -> Loader:
+        """The rank's :class:`~loaders.torch.Loader`; Lightning restores its state when resuming from a checkpoint."""
+        trainer = self.trainer
+        if trainer is None or not any(isinstance(c, BatchscopeCallback) for c in trainer.callbacks):
+            raise RuntimeError(
+                "BatchscopeDataModule needs a BatchscopeCallback in Trainer(callbacks=[...]): without it no batch is "
+                "marked trained and checkpoints would resume at the first step"
+            )
+        if self.loader is None:
+            self.loader = make_loader(self.run, rank=trainer.global_rank, world_size=trainer.world_size, **self.loader_options)
+        return self.loader
+
+    def teardown(self, stage: str) -> None:
+        """Flush and close the ledger."""
+        if self.loader is not None:
+            self.loader.close()
+
+
+class BatchscopeCallback(L.Callback):
+    """Marks each batch trained when Lightning finishes it (logging its loss), for every batchscope loader in use.
+
+    Lightning runs checkpoint callbacks after all others, so a checkpoint taken at the end of a step includes it.
+    """
+
+    def on_train_batch_end(self, trainer: L.Trainer, pl_module: L.LightningModule, outputs: Any, batch: Any, batch_idx: int) -> None:
+        step = batch.get("step") if isinstance(batch, dict) else None
+        if step is None:
+            raise RuntimeError("BatchscopeCallback: the batch has no 'step' field; is the train dataloader a batchscope Loader?")
+        loss = outputs.get("loss") if isinstance(outputs, dict) else outputs
+        for loader in _loaders(trainer):
+            if loss is None:
+                loader.mark_trained(int(step))
+            else:
+                loader.log(int(step), loss=float(loss))
+
+
+def _loaders(trainer: L.Trainer) -> list[Loader]:
+    """The batchscope loaders among the trainer's train dataloaders."""
+    found = trainer.train_dataloader
+    candidates = found.values() if isinstance(found, dict) else found if isinstance(found, (list, tuple)) else [found]
+    loaders = [c for c in candidates if isinstance(c, Loader)]
+    if not loaders:
+        raise RuntimeError("BatchscopeCallback: no batchscope Loader among the train dataloaders (use BatchscopeDataModule)")
+    return loaders
