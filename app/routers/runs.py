@@ -21,6 +21,10 @@ router = APIRouter(tags=["runs"])
 
 Step = Annotated[int, Path(description="Training step (0-based).")]
 Rank = Annotated[int, Path(description="Rank, below the world size in force at that step.")]
+Sort = Annotated[
+    str | None,
+    Query(max_length=20, description="Order of the samples: position, loss (highest first), length (most real tokens first) or source."),
+]
 
 
 @page(router, "/runs/{run}", summary="A run: plan, pinned sources, world sizes, metric curves")
@@ -38,14 +42,18 @@ def run(
     return respond(request, run_page(catalog, runs, run), template="run.html")
 
 
-@page(router, "/runs/{run}/steps/{step}", summary="One step: every rank's share of the global batch")
-def step(request: Request, run: str, step: Step, catalog: CatalogDep, runs: RunsDep) -> Response:
+@page(router, "/runs/{run}/steps/{step}", summary="One step: every rank's share of the global batch, every sample ranked by loss")
+def step(request: Request, run: str, step: Step, catalog: CatalogDep, runs: RunsDep, sort: Sort = None) -> Response:
     check_name("run", run)
+
+    def build() -> Response:
+        return respond(request, step_page(catalog, runs, run, step, sort=sort), template="step.html")
+
     if wants_json(request) or wants_fragment(request):
-        return respond(request, step_page(catalog, runs, run, step), template="step.html")
+        return build()
     opened = runs.run(catalog, run)
-    key = ("step", run, opened.fingerprint, step, *_ledger_state(opened))
-    return kept(runs, key, lambda: respond(request, step_page(catalog, runs, run, step), template="step.html"))
+    key = ("step", run, opened.fingerprint, step, sort, *_ledger_state(opened))
+    return kept(runs, key, build)
 
 
 @page(router, "/runs/{run}/steps/{step}/ranks/{rank}", summary="Exactly what one rank consumed at one step")
@@ -62,6 +70,7 @@ def rank(
         str | None,
         Query(max_length=300, description="Compare with the same plan re-resolved: a 'dataset@version-or-tag' or another run's name."),
     ] = None,
+    sort: Sort = None,
 ) -> Response:
     check_name("run", run)
 
@@ -69,7 +78,7 @@ def rank(
         data = rank_page(
             catalog, runs, flags, run, step, rank,
             token_threshold=settings.token_fragment_threshold, collapse_chars=settings.text_collapse_chars,
-            against=against or None,
+            against=against or None, sort=sort,
         )
         return respond(request, data, template="rank.html", block="samples")
 
@@ -78,7 +87,7 @@ def rank(
     # The whole page is a function of the run, the step, the ledger, the world sizes and the flags: keep it while
     # none of them changes (a shared link to one step is opened by many people).
     opened = runs.run(catalog, run)
-    key = ("rank", run, opened.fingerprint, step, rank, against, *_ledger_state(opened), flags.count())
+    key = ("rank", run, opened.fingerprint, step, rank, against, sort, *_ledger_state(opened), flags.count())
     return kept(runs, key, build)
 
 
