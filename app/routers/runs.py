@@ -27,19 +27,24 @@ Sort = Annotated[
 ]
 
 
-@page(router, "/runs/{run}", summary="A run: plan, pinned sources, world sizes, metric curves")
+@page(router, "/runs/{run}", summary="A run: plan, pinned sources, world sizes, metric curves with outlier steps")
 def run(
     request: Request,
     run: str,
     catalog: CatalogDep,
     runs: RunsDep,
     step: Annotated[int | None, Query(description="Jump to this step's page.")] = None,
+    start: Annotated[int | None, Query(alias="from", ge=0, description="Charts start at this step (zoom).")] = None,
+    end: Annotated[int | None, Query(alias="to", ge=0, description="Charts end at this step (zoom).")] = None,
+    smooth: Annotated[float | None, Query(ge=0, lt=1, description="EMA smoothing weight of the curves (0 is off; default 0.6).")] = None,
+    overlay: Annotated[str | None, Query(max_length=128, description="Draw this other run's curves on the same charts.")] = None,
 ) -> Response:
     check_name("run", run)
     if step is not None:
         runs.run(catalog, run).check_step(step)
         return RedirectResponse(canonical(request, urls.step(run, step)).split("?")[0], status_code=303, headers=VARY)
-    return respond(request, run_page(catalog, runs, run), template="run.html")
+    data = run_page(catalog, runs, run, start=start, end=end, smooth=smooth, overlay=overlay or None)
+    return respond(request, data, template="run.html", block="metrics")
 
 
 @page(router, "/runs/{run}/steps/{step}", summary="One step: every rank's share of the global batch, every sample ranked by loss")

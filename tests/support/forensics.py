@@ -1,6 +1,6 @@
 """A small catalog for loss forensics: packed runs with padding, per-sample and per-token losses, a spike and a dip.
 
-``spiky`` (2 ranks, 30 steps) logs a loss that falls by 0.01 a step except a
+``spiky`` (2 ranks, 30 steps) logs a slowly falling, slightly noisy loss except a
 spike at :data:`SPIKE` and a dip to 0 at :data:`DIP`; per-sample losses put the
 worst sample of every step at :data:`WORST` (rank, position); per-token losses
 are logged for every sample. ``calm`` has the same plan on 1 rank without
@@ -23,8 +23,8 @@ WORST = (1, 0)
 
 
 def base_loss(step: int) -> float:
-    """The smooth part of both runs' loss curves."""
-    return 3.0 - 0.01 * step
+    """The ordinary part of both runs' loss curves: a slow decline with a little deterministic noise."""
+    return 3.0 - 0.005 * step + 0.015 * ((step * 7) % 5 - 2)
 
 
 def spiky_loss(step: int) -> float:
