@@ -1,4 +1,4 @@
-// batchscope run page: zoom (wheel), pan (drag), reset (double-click) and hover read-outs on the metric charts.
+// batchscope run page: zoom (wheel), pan (drag) and hover read-outs on the metric charts.
 // The server draws every chart; this script only asks it for another step range (the #metrics block of the same
 // page with ?from=&to=) and keeps the address bar in step, so a copied URL shows the same view. Without it the
 // page works as is: the controls form and the zoom/pan links do the same through plain GETs.
@@ -110,14 +110,6 @@
     var svg = event.target instanceof Element ? event.target.closest(".chart.zoomable svg") : null;
     if (svg && svg.dataset.dragged) { delete svg.dataset.dragged; event.preventDefault(); }
   }, true);
-
-  document.addEventListener("dblclick", function (event) {
-    var svg = event.target instanceof Element ? event.target.closest(".chart.zoomable svg") : null;
-    if (!svg) { return; }
-    event.preventDefault();
-    var r = range(section());
-    load(0, r.last);
-  });
 
   // Hover read-out: the point's label (step, value, smoothed value) under the chart.
   document.addEventListener("mouseover", function (event) {
