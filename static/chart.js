@@ -58,11 +58,11 @@
       if (!response.ok) { throw new Error("HTTP " + response.status); }
       return response.text();
     }).then(function (html) {
-      var holder = document.createElement("div");
-      holder.innerHTML = html;
-      var fresh = holder.querySelector("#metrics");
+      // Our own server's block, parsed inert (DOMParser runs no script) and moved into the page.
+      var parsed = new DOMParser().parseFromString(html, "text/html");
+      var fresh = parsed.querySelector("#metrics");
       if (fresh) {
-        section().replaceWith(fresh);
+        section().replaceWith(document.adoptNode(fresh));
         window.history.replaceState(window.history.state, "", page.href);
       }
     }).catch(function (error) {
