@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from loaders import Batch, Catalog, Run, Sample
+from loaders import Batch, Catalog, Run
 from loaders.errors import RankOutOfRange, SampleNotFound
 
 from .. import urls
