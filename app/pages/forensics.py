@@ -19,7 +19,9 @@ from typing import Any, Callable, Sequence, TypeVar
 
 from loaders import Sample
 
+from .. import urls
 from ..renderers.inputs import TokenValues
+from .common import Link
 
 #: Names of per-sample metrics that hold per-token values, in the order they are preferred.
 TOKEN_VALUE_METRICS = ("token_loss", "token_logprob")
@@ -138,6 +140,11 @@ def _number(value: Any) -> float | None:
 
 
 T = TypeVar("T")
+
+
+def sort_links(url: str, current: str) -> list[Link]:
+    """One link per ``?sort=`` order of a page, the current one marked."""
+    return [Link(label, urls.with_query(url, sort=name), "current" if name == current else None) for name, label in SORTS.items()]
 
 
 def check_sort(sort: str | None, default: str) -> str:

@@ -13,7 +13,8 @@ from loaders.catalog import check_name
 from .. import urls
 from ..deps import CatalogDep, FlagsDep, RunsDep, SettingsDep
 from ..pages.runs import run_page
-from ..pages.steps import input_fragment, rank_page, step_page
+from ..pages.step import step_page
+from ..pages.steps import input_fragment, rank_page
 from ..responses import VARY, kept, respond, wants_fragment, wants_json
 from ..routing import canonical, page
 
