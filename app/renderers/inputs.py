@@ -94,9 +94,8 @@ def input_blocks(
     names = _changed(inputs, record)
     blocks: list[InputBlock] = []
 
-    token_record = {k: v for k, v in inputs.items() if k in TOKEN_PARTS}
-    if token_values is not None:
-        token_record[token_values.name] = token_values.values
+    # The logged per-token values come first, so the heat layer takes them over any float list a transform made.
+    token_record = {token_values.name: token_values.values, **inputs} if token_values is not None else inputs
 
     def block(name: str, kind: str, value: Any, *, media_url: str | None = None, tokenizer: Any = None) -> None:
         if only is not None and name != only:

@@ -150,6 +150,8 @@ def test_flag_from_the_rank_page_links_back_to_an_existing_anchor(http: httpx.Cl
     assert flag["context_url"] == urls.rank("spiky", SPIKE, rank) + f"#sample-{position}"
     path, anchor = flag["context_url"].split("#")
     assert dom(http.get(path)).find(id=anchor).select_one(".flag-notes a")["href"] == urls.flag(flag["id"])
+    seen_in = dom(http.get(urls.flag(flag["id"]))).find("a", href=flag["context_url"])
+    assert seen_in.get_text() == f"spiky step {SPIKE} rank {rank} #{position}"
 
 
 def test_api_flag_with_only_the_global_index_gets_the_position(http: httpx.Client, forensics_catalog: Catalog) -> None:
