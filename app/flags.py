@@ -43,7 +43,8 @@ CREATE TABLE IF NOT EXISTS flags (
     run TEXT,
     step INTEGER,
     rank INTEGER,
-    sample_index INTEGER
+    sample_index INTEGER,
+    position INTEGER
 );
 CREATE TABLE IF NOT EXISTS flag_tags (
     flag_id INTEGER NOT NULL REFERENCES flags(id),
@@ -75,6 +76,8 @@ class Flag:
     step: int | None = None
     rank: int | None = None
     index: int | None = None
+    #: The sample's position in the rank's batch: the ``#sample-{position}`` anchor of the step/rank page.
+    position: int | None = None
     url: str = ""
     sample_url: str = ""
     context_url: str | None = None
@@ -140,6 +143,7 @@ class FlagStore:
             if not self._ready:
                 connection.execute("PRAGMA journal_mode = WAL")
                 connection.executescript(_SCHEMA)
+                _migrate(connection)
                 self._ready = True
             yield connection
         finally:
@@ -168,17 +172,18 @@ class FlagStore:
         step: int | None = None,
         rank: int | None = None,
         index: int | None = None,
+        position: int | None = None,
     ) -> Flag:
-        """Store one flag and return it."""
+        """Store one flag and return it (``index`` is the sample's global index, ``position`` its place in the rank's batch)."""
         if len(note) > MAX_NOTE:
             raise InvalidName(f"note is {len(note):,} characters; at most {MAX_NOTE:,}")
         tag_list = parse_tags(tags)
         created = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
         with self._write() as db:
             cursor = db.execute(
-                "INSERT INTO flags (dataset, version, key, note, created, run, step, rank, sample_index)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (dataset, version, key, note, created, run, step, rank, index),
+                "INSERT INTO flags (dataset, version, key, note, created, run, step, rank, sample_index, position)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (dataset, version, key, note, created, run, step, rank, index, position),
             )
             flag_id = int(cursor.lastrowid or 0)
             db.executemany("INSERT INTO flag_tags (flag_id, tag) VALUES (?, ?)", [(flag_id, t) for t in tag_list])
@@ -253,7 +258,7 @@ class FlagStore:
 
     def _select(self, clause: str, params: list[object], *, limit: int) -> list[Flag]:
         sql = (
-            "SELECT f.id, f.dataset, f.version, f.key, f.note, f.created, f.run, f.step, f.rank, f.sample_index,"
+            "SELECT f.id, f.dataset, f.version, f.key, f.note, f.created, f.run, f.step, f.rank, f.sample_index, f.position,"
             " (SELECT json_group_array(tag) FROM (SELECT tag FROM flag_tags WHERE flag_id = f.id ORDER BY rowid))"
             f" FROM flags f {clause} ORDER BY f.id DESC LIMIT ?"
         )
@@ -279,11 +284,21 @@ def _where(where: FlagFilter, before: int | None) -> tuple[str, list[object]]:
     return ("WHERE " + " AND ".join(conditions) if conditions else ""), params
 
 
+def _migrate(connection: sqlite3.Connection) -> None:
+    """Bring a database made by an older version up to the schema (columns are only ever added)."""
+    columns = {row[1] for row in connection.execute("PRAGMA table_info(flags)")}
+    if "position" not in columns:
+        with contextlib.suppress(sqlite3.OperationalError):  # another process added it first
+            connection.execute("ALTER TABLE flags ADD COLUMN position INTEGER")
+
+
 def _flag(row: tuple) -> Flag:
-    flag_id, dataset, version, key, note, created, run, step, rank, index, tags = row
+    flag_id, dataset, version, key, note, created, run, step, rank, index, position, tags = row
     context = None
     if run is not None and step is not None and rank is not None:
-        context = urls.rank(run, step, rank) + (urls.sample_anchor(index) if index is not None else "")
+        # The anchor is the sample's position in the rank's batch; flags stored before positions were kept link
+        # to the rank page without one (their global index is not an anchor of that page).
+        context = urls.rank(run, step, rank) + (urls.sample_anchor(position) if position is not None else "")
     return Flag(
         id=flag_id,
         dataset=dataset,
@@ -296,6 +311,7 @@ def _flag(row: tuple) -> Flag:
         step=step,
         rank=rank,
         index=index,
+        position=position,
         url=urls.flag(flag_id),
         sample_url=urls.sample(dataset, version, key),
         context_url=context,

@@ -84,6 +84,29 @@ def nice_ticks(low: float, high: float, count: int = 5) -> list[float]:
 
 
 @dataclass(frozen=True)
+class Layer:
+    """Another line on the same axes (a smoothed curve, another run's): its points, class, colour and legend label."""
+
+    points: Sequence[tuple[Any, Any]]
+    css_class: str
+    color: str
+    label: str
+    dashed: bool = False
+    width: float = 1.5
+
+
+@dataclass(frozen=True)
+class Mark:
+    """A highlighted point (an outlier step): a ring that links to ``url``, with ``label`` as hover text."""
+
+    x: Any
+    y: Any
+    label: str
+    url: str | None = None
+    css_class: str = "chart-mark"
+
+
+@dataclass(frozen=True)
 class Scale:
     """A linear map from a data interval onto a pixel interval."""
 
@@ -154,6 +177,12 @@ def line_chart(
     y_ticks: Sequence[tuple[float, str]] | None = None,
     css_class: str = "",
     max_links: int = MAX_LINKS,
+    layers: Sequence[Layer] = (),
+    marks: Sequence[Mark] = (),
+    min_hit: float = 0.0,
+    bin_pick: str = "first",
+    series_color: str = "#2563eb",
+    describe: Callable[[Any, Any], str] | None = None,
 ) -> Markup:
     """An SVG line (or, with ``step``, step) chart of ``(x, y)`` points, as escaped markup.
 
@@ -166,6 +195,15 @@ def line_chart(
       ``data-x0/x1`` (x domain) and ``data-px0/px1`` (its pixels) so a script
       can move it.
     - ``y_ticks`` replaces the numeric y ticks with labelled values (categories).
+    - ``layers`` are more lines on the same axes (they widen the y domain);
+      ``marks`` are rings (with links) drawn over everything.
+    - ``min_hit`` is the narrowest click band in pixels: neighbouring x values
+      share a band (bins) rather than go below it. ``bin_pick="extreme"``
+      links a bin to its point farthest from the bin's mean (a spike stays
+      one click away), ``"first"`` to its first point.
+    - ``describe(raw_x, raw_y)`` is the hover text of a point (default
+      ``"{x_label} x: {y_label} y"``); each band also carries ``data-x`` and
+      ``data-label`` for scripts.
 
     >>> "chart-cursor" in line_chart([(0, 0), (5, 1)], cursor=2, step=True)
     True
@@ -183,6 +221,7 @@ def line_chart(
     label = title or " / ".join(t for t in (y_label, x_label) if t) or "chart"
     out: list[str] = []
     finite_y = [p[1] for p in points if p[1] is not None]
+    finite_y += [y for layer in layers for y in (_number(v) for _, v in layer.points) if y is not None]
     xs = [p[0] for p in points]
     if not points:
         out.append(
@@ -229,9 +268,21 @@ def line_chart(
             f'font-size="11" fill="#374151">{escape(y_label)}</text>'
         )
     # the series
+    for layer in layers:
+        layer_points = sorted(
+            ((x, _number(v)) for x, v in ((_number(raw), v) for raw, v in layer.points) if x is not None and x0 <= x <= x1),
+            key=lambda p: p[0],
+        )
+        layer_path = _line_path(layer_points, sx, sy, step=step)
+        if layer_path:
+            dash = ' stroke-dasharray="5 3"' if layer.dashed else ""
+            out.append(
+                f'<path class="chart-layer {escape(layer.css_class)}" d="{layer_path}" fill="none" stroke="{escape(layer.color)}" '
+                f'stroke-width="{layer.width}"{dash}><title>{escape(layer.label)}</title></path>'
+            )
     path = _line_path([(x, y) for x, y, _, _ in points], sx, sy, step=step)
     if path:
-        out.append(f'<path class="chart-series" d="{path}" fill="none" stroke="#2563eb" stroke-width="1.5"/>')
+        out.append(f'<path class="chart-series" d="{path}" fill="none" stroke="{escape(series_color)}" stroke-width="1.5"/>')
     missing = [(x, raw_x, raw_y) for x, y, raw_x, raw_y in points if y is None]
     if missing:
         out.append('<g class="chart-missing" stroke="#b42318" stroke-width="2">')
@@ -243,16 +294,16 @@ def line_chart(
             )
         out.append("</g>")
     dots = len(points) <= MAX_DOTS
+    say = describe or (lambda raw_x, raw_y: _describe(raw_x, raw_y, x_label, y_label))
     if point_url is not None:
         out.append('<g class="chart-links">')
-        for first, last in _bins(xs, max(1, max_links)):
-            x, y, raw_x, raw_y = points[first]
-            half = (sx(xs[1]) - sx(xs[0])) / 2 if len(xs) > 1 else (right - left) / 2
-            band_left = sx(xs[first]) - half if first == 0 else (sx(xs[first - 1]) + sx(xs[first])) / 2
-            band_right = sx(xs[last]) + half if last == len(xs) - 1 else (sx(xs[last]) + sx(xs[last + 1])) / 2
-            band_left, band_right = max(left, band_left), min(right, band_right)
+        pixels = [sx(x) for x in xs]
+        bands = _column_bands(pixels, left, right, min_hit) if min_hit > 0 else _point_bands(pixels, left, right, max_links)
+        for first, last, band_left, band_right in bands:
+            x, y, raw_x, raw_y = points[_pick(points, first, last) if bin_pick == "extreme" else first]
+            text = say(raw_x, raw_y)
             out.append(
-                f'<a href="{escape(point_url(raw_x))}" data-x="{escape(str(raw_x))}"><title>{escape(_describe(raw_x, raw_y, x_label, y_label))}</title>'
+                f'<a href="{escape(point_url(raw_x))}" data-x="{escape(str(raw_x))}" data-label="{escape(text)}"><title>{escape(text)}</title>'
                 f'<rect class="chart-hit" x="{_p(band_left)}" y="{top}" width="{_p(max(0.5, band_right - band_left))}" '
                 f'height="{bottom - top}" fill="transparent"/>'
             )
@@ -269,6 +320,18 @@ def line_chart(
                     f"{escape(_describe(raw_x, raw_y, x_label, y_label))}</title></circle>"
                 )
         out.append("</g>")
+    if marks:
+        out.append('<g class="chart-marks">')
+        for mark in marks:
+            mx, my = _number(mark.x), _number(mark.y)
+            if mx is None or my is None or not x0 <= mx <= x1:
+                continue
+            ring = (
+                f'<circle class="{escape(mark.css_class)}" cx="{_p(sx(mx))}" cy="{_p(sy(my))}" r="5" fill="transparent" '
+                f'stroke="#b42318" stroke-width="2"><title>{escape(mark.label)}</title></circle>'
+            )
+            out.append(f'<a href="{escape(mark.url)}" data-x="{escape(str(mark.x))}">{ring}</a>' if mark.url else ring)
+        out.append("</g>")
     cursor_x = _number(cursor)
     if cursor is not None and cursor_x is not None:
         px = _p(sx(min(max(cursor_x, x0), x1)))
@@ -277,6 +340,48 @@ def line_chart(
         )
     out.append("</svg>")
     return Markup("".join(out))
+
+
+def _point_bands(pixels: list[float], left: float, right: float, limit: int) -> list[tuple[int, int, float, float]]:
+    """``(first, last, band_left, band_right)`` per bin of at most ``limit`` bins: bands meet halfway between bins."""
+    half = (pixels[1] - pixels[0]) / 2 if len(pixels) > 1 else (right - left) / 2
+    bands = []
+    for first, last in _bins(pixels, max(1, limit)):
+        band_left = pixels[first] - half if first == 0 else (pixels[first - 1] + pixels[first]) / 2
+        band_right = pixels[last] + half if last == len(pixels) - 1 else (pixels[last] + pixels[last + 1]) / 2
+        bands.append((first, last, max(left, band_left), min(right, band_right)))
+    return bands
+
+
+def _column_bands(pixels: list[float], left: float, right: float, width: float) -> list[tuple[int, int, float, float]]:
+    """Bins by pixel column ``width`` wide, so no band is narrower: each non-empty column is a band, widened halfway
+    into the empty columns beside it (the first and last to the plot's edges)."""
+    columns: dict[int, list[int]] = {}
+    for i, px in enumerate(pixels):
+        columns.setdefault(int((px - left) // width), []).append(i)
+    ordered = sorted(columns.items())
+    bands = []
+    for n, (column, members) in enumerate(ordered):
+        start, end = left + column * width, left + (column + 1) * width
+        if n == 0:
+            start = left
+        else:
+            start = (left + (ordered[n - 1][0] + 1) * width + start) / 2
+        if n == len(ordered) - 1:
+            end = max(end, right)
+        else:
+            end = (end + left + ordered[n + 1][0] * width) / 2
+        bands.append((members[0], members[-1], start, end))
+    return bands
+
+
+def _pick(points: list[tuple[float, float | None, Any, Any]], first: int, last: int) -> int:
+    """The position in ``[first, last]`` of the point farthest from the mean of the bin's finite values."""
+    ys = [(i, points[i][1]) for i in range(first, last + 1) if points[i][1] is not None]
+    if not ys:
+        return first
+    mean = sum(y for _, y in ys) / len(ys)
+    return max(ys, key=lambda item: abs(item[1] - mean))[0]
 
 
 def _describe(raw_x: Any, raw_y: Any, x_label: str, y_label: str) -> str:

@@ -19,8 +19,11 @@
     });
   }
 
+  // data-copy holds one URL or several, one a line; each is copied absolute.
   function copyLink(button) {
-    var url = new URL(button.dataset.copy, window.location.href).href;
+    var url = button.dataset.copy.split("\n").filter(Boolean).map(function (line) {
+      return new URL(line, window.location.href).href;
+    }).join("\n");
     var label = button.textContent;
     copyText(url).then(function () {
       button.textContent = "copied ✓";

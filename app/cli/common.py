@@ -3,25 +3,62 @@
 from __future__ import annotations
 
 import contextlib
+import os
 import sys
 from typing import Annotated, Iterator, Optional
 
 import typer
 from rich.console import Console
 
-from loaders import BatchscopeError, Catalog, default_root
+from loaders import BatchscopeError, Catalog
+from loaders.catalog import DEFAULT_ROOT
 
 console = Console()
 err_console = Console(stderr=True)
 
+#: Where ``make demo`` (``batchscope demo``) builds the demo workspace.
+DEMO_ROOT = "demo-data"
+#: Entries that make a directory a catalog root (a fresh or flags-only directory is not one yet).
+_CATALOG_ENTRIES = ("datasets", "runs")
+
 RootOption = Annotated[
     Optional[str],
-    typer.Option("--root", "-r", help="Catalog root (default: $BATCHSCOPE_ROOT, else ./batchscope-data).", show_default=False),
+    typer.Option(
+        "--root",
+        "-r",
+        help="Catalog root (default: $BATCHSCOPE_ROOT, else ./batchscope-data if it holds a catalog, "
+        "else ./demo-data if it does (after `make demo`), else ./batchscope-data).",
+        show_default=False,
+    ),
 ]
 
 
+def _holds_catalog(path: str) -> bool:
+    return any(os.path.isdir(os.path.join(path, entry)) for entry in _CATALOG_ENTRIES)
+
+
+def cli_root(root: str | None) -> str:
+    """The catalog root a command uses, in this order:
+
+    1. ``--root``;
+    2. ``$BATCHSCOPE_ROOT``;
+    3. ``./batchscope-data`` when it holds a catalog (datasets or runs);
+    4. ``./demo-data`` when it holds one (``make demo`` built it here);
+    5. ``./batchscope-data`` (created when something is registered).
+    """
+    if root:
+        return root
+    if os.environ.get("BATCHSCOPE_ROOT"):
+        return os.environ["BATCHSCOPE_ROOT"]
+    if not _holds_catalog(DEFAULT_ROOT) and _holds_catalog(DEMO_ROOT):
+        err_console.print(f"catalog root: ./{DEMO_ROOT} (the demo workspace; --root or $BATCHSCOPE_ROOT choose another)", style="dim")
+        return DEMO_ROOT
+    return DEFAULT_ROOT
+
+
 def open_catalog(root: str | None) -> Catalog:
-    return Catalog(root or default_root())
+    """The catalog at :func:`cli_root`."""
+    return Catalog(cli_root(root))
 
 
 @contextlib.contextmanager

@@ -12,6 +12,7 @@ from rich.text import Text
 from loaders.diff import DEFAULT_SIMILARITY, FieldDiff, RowChange, TextOp, VersionDiff, diff_versions
 
 from .common import RootOption, console, err_console, friendly_errors, open_catalog
+from .terminal import change
 
 _MARKS = {"added": ("+", "green"), "removed": ("-", "red"), "changed": ("~", "yellow"), "edited": ("≈", "magenta")}
 _CONTEXT = 60
@@ -131,16 +132,17 @@ def _row(row: RowChange) -> None:
 
 
 def _field(field: FieldDiff) -> Text:
+    """One changed field. Piped (not a terminal), changes read ``[-old-]{+new+}``; token ids stay space-separated."""
+    plain = not console.is_terminal
     text = Text(f"    {field.column}: ", style="bold")
     if field.words:
-        text.append_text(_words(field.words))
+        text.append_text(_words(field.words, plain=plain))
     elif field.ops:
         blocks = [op for op in field.ops if op.op != "equal"]
         for op in blocks[:_OPS_SHOWN]:
-            text.append(f"[{op.a_start}:{op.a_end}] ", style="dim")
-            text.append(" ".join(map(str, op.a)) or "∅", style="red")
-            text.append(" → ")
-            text.append(" ".join(map(str, op.b)) or "∅", style="green")
+            text.append(f"@{op.a_start}:{op.a_end} " if plain else f"[{op.a_start}:{op.a_end}] ", style="dim")
+            old, new = " ".join(map(str, op.a)), " ".join(map(str, op.b))
+            change(text, old if old or plain else "∅", new if new or plain else "∅", plain=plain, arrow=True)
             text.append("  ")
         if len(blocks) > _OPS_SHOWN:
             text.append(f"(+{len(blocks) - _OPS_SHOWN} more blocks)", style="dim")
@@ -148,29 +150,24 @@ def _field(field: FieldDiff) -> Text:
         for path in field.paths[:_OPS_SHOWN]:
             text.append(f"\n      {path.path} ", style="dim")
             if path.words:
-                text.append_text(_words(path.words))
+                text.append_text(_words(path.words, plain=plain))
             else:
-                text.append(_short(path.before), style="red")
-                text.append(" → ")
-                text.append(_short(path.after), style="green")
+                change(text, _short(path.before), _short(path.after), plain=plain, arrow=True)
         if len(field.paths) > _OPS_SHOWN or field.truncated:
             text.append("\n      …", style="dim")
     else:
-        text.append(_short(field.before), style="red")
-        text.append(" → ")
-        text.append(_short(field.after), style="green")
+        change(text, _short(field.before), _short(field.after), plain=plain, arrow=True)
     return text
 
 
-def _words(ops: tuple[TextOp, ...]) -> Text:
+def _words(ops: tuple[TextOp, ...], *, plain: bool) -> Text:
+    """A word diff: unchanged text (elided in the middle when long), deletions and insertions marked."""
     text = Text()
     for op in ops:
         if op.op == "equal":
             text.append(_elide(op.a))
-        if op.op in ("delete", "replace"):
-            text.append(op.a, style="red strike")
-        if op.op in ("insert", "replace"):
-            text.append(op.b, style="green underline")
+        else:
+            change(text, op.a if op.op != "insert" else "", op.b if op.op != "delete" else "", plain=plain)
     return text
 
 

@@ -6,7 +6,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from .common import RootOption, console, friendly_errors
+from .common import RootOption, cli_root, console, friendly_errors
 
 
 def settings_epilog() -> str:
@@ -40,7 +40,7 @@ def serve(
     from app.settings import Settings
 
     with friendly_errors():
-        settings = Settings.from_env(root=root, host=host, port=port)
+        settings = Settings.from_env(root=cli_root(root), host=host, port=port)
         run_server(settings)
 
 

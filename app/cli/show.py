@@ -6,34 +6,22 @@ import json
 import sys
 from typing import Annotated, Any, Optional
 
+import numpy as np
 import typer
 from rich.console import Group
 from rich.panel import Panel
 from rich.text import Text
 
 from .common import RootOption, console, friendly_errors, open_catalog
+from .terminal import MEDIA_KINDS, media_line, model_media_line, rollout_lines, token_text
 
-_SHADES = ("cyan", "magenta")
+#: Model inputs folded into the token view or into a media line rather than printed on their own.
+_FOLDED = ("input_ids", "loss_mask", "position_ids", "doc_spans", "padding", "role_spans", "frame_indices", "frame_times",
+           "crop_box", "source_size")
 
 
 def install(app: typer.Typer) -> None:
     app.command("show")(show)
-
-
-def _token_text(ids: list[int], mask: list[int] | None, spans: list[dict[str, Any]], tokenizer: Any) -> Text:
-    """Token boundaries as alternating colours, masked tokens dimmed, document starts marked ``▌key``."""
-    starts = {int(s["start"]): s for s in spans}
-    text = Text()
-    for i, token in enumerate(ids):
-        if i in starts and (i > 0 or starts[i].get("offset", 0) == 0):
-            text.append(f"▌{starts[i].get('key', '')} ", style="bold yellow")
-        piece = tokenizer.decode([token], skip_special_tokens=False) if tokenizer is not None else f"{token} "
-        piece = piece.replace("\n", "↵")
-        style = _SHADES[i % 2]
-        if mask is not None and i < len(mask) and not mask[i]:
-            style = "dim " + style
-        text.append(piece or f"<{token}>", style=style)
-    return text
 
 
 def _field_text(value: Any, limit: int = 600) -> str:
@@ -49,12 +37,17 @@ def show(
     as_json: Annotated[bool, typer.Option("--json", help="Print exactly the API's JSON for this page.")] = False,
     root: RootOption = None,
 ) -> None:
-    """Show exactly what RANK consumed at STEP: tokens coloured by boundary, masked tokens dimmed, documents marked."""
+    """Show exactly what RANK consumed at STEP: tokens coloured by boundary, masked tokens dimmed, documents marked.
+
+    Media are one line each (kind, size, dimensions, frame indices and the URL that shows them, on the server
+    $BATCHSCOPE_HOST/$BATCHSCOPE_PORT name); rollouts are turns under their reward and advantage. Piped, tokens are
+    separated by | and masked runs wrapped in ‹…›.
+    """
     from app.flags import FlagStore
     from app.jsonable import jsonable
     from app.pages.steps import rank_page
-    from app.renderers.inputs import run_tokenizer
     from app.run_cache import RunCache
+    from app.settings import Settings
 
     with friendly_errors():
         catalog = open_catalog(root)
@@ -65,6 +58,7 @@ def show(
             return
         run = runs.run(catalog, run_name)
         batch = runs.batch(run, step, rank)
+        base = Settings.from_env().url.rstrip("/")
         badge = {True: "[green]✓ verified[/]", False: "[red]✗ differs from the ledger[/]", None: "[dim]no ledger[/]"}[page.verified]
         console.print(
             f"[bold]{page.run}[/] step {page.step} rank {page.rank} · world size {page.world_size} · {badge} · digest {page.digest[:12]}",
@@ -77,19 +71,46 @@ def show(
                 f"#{entry.position} · index {entry.index} · {entry.source} · {entry.dataset}@{entry.version[:12]} "
                 f"shard {entry.shard} row {entry.row} · key {entry.key}"
                 + (f" · loss {entry.loss:.4f}" if isinstance(entry.loss, (int, float)) else "")
+                + (f" · {entry.padding_warning}" if entry.padding_warning else "")
             )
-            parts: list[Any] = []
-            inputs = item.inputs
-            if "input_ids" in inputs:
-                tokenizer = run_tokenizer(run, item.documents[0].source)
-                spans = inputs.get("doc_spans") or []
-                parts.append(_token_text(list(inputs["input_ids"]), inputs.get("loss_mask"), spans, tokenizer))
-                if len(item.documents) > 1:
-                    parts.append(Text(f"{len(item.documents)} documents: " + ", ".join(d.key for d in item.documents), style="yellow"))
-            else:
-                for name, value in entry.inputs.items():
-                    parts.append(Text(f"{name}: {_field_text(value)}"))
+            parts = _sample_parts(run, page, entry, item, base=base, plain=not console.is_terminal)
             console.print(Panel(Group(*parts), title=Text(title), title_align="left"))
         if sample is not None and not any(e.position == sample for e in page.samples):
             console.print(f"[red]error:[/] no sample {sample} at step {step} rank {rank} (samples 0 to {len(page.samples) - 1})")
             raise SystemExit(1)
+
+
+def _sample_parts(run: Any, page: Any, entry: Any, sample: Any, *, base: str, plain: bool) -> list[Any]:
+    """The lines of one sample: its token view, then every other model input (media summarized, rollouts as turns)."""
+    from app import urls
+    from app.pages.forensics import sample_documents
+    from app.renderers.inputs import run_tokenizer
+
+    parts: list[Any] = []
+    inputs = sample.inputs
+    documents = sample_documents(sample)
+    if "input_ids" in inputs:
+        tokenizer = run_tokenizer(run, sample.documents[0].source)
+        padding = inputs.get("padding") if isinstance(inputs.get("padding"), int) else 0
+        spans = inputs.get("doc_spans") or []
+        parts.append(token_text(list(inputs["input_ids"]), inputs.get("loss_mask"), spans, tokenizer, padding=padding, plain=plain))
+        if not documents:
+            parts.append(Text("no document: every token is padding", style="yellow"))
+        elif len(documents) > 1:
+            parts.append(Text(f"{len(documents)} documents: " + ", ".join(d.key for d in documents), style="yellow"))
+    kinds = run.version(sample.documents[0].source).kinds
+    for name, value in inputs.items():
+        if name in _FOLDED:
+            continue
+        kind = kinds.get(name)
+        if name == "frames" or (isinstance(value, np.ndarray) and value.ndim >= 2):
+            url = base + urls.input_media(page.run, page.step, page.rank, entry.position, name)
+            parts.append(Text(model_media_line(name, value, inputs, url)))
+        elif kind in MEDIA_KINDS or isinstance(value, (bytes, bytearray, memoryview)):
+            url = base + urls.media(entry.dataset, entry.version, entry.key, name)
+            parts.append(Text(media_line(name, value, kind or "binary", url)))
+        elif kind == "rollout":
+            parts.extend(rollout_lines(value))
+        else:
+            parts.append(Text(f"{name}: {_field_text(value)}"))
+    return parts

@@ -29,6 +29,19 @@ class VersionSummary:
     bytes: int
     parent: str | None
     tags: list[str]
+    #: The version's RL views (rollout groups, episodes), when it has rollout or episode columns.
+    views: list[Link] = field(default_factory=list)
+
+
+def rl_views(name: str, version: DatasetVersion) -> list[Link]:
+    """Links to a version's rollout groups and episodes lists, for the kinds of columns it has."""
+    kinds = set(version.kinds.values())
+    views = []
+    if "rollout" in kinds:
+        views.append(Link("rollout groups", urls.rollout_groups(name, version)))
+    if "episode" in kinds:
+        views.append(Link("episodes", urls.episodes(name, version)))
+    return views
 
 
 @dataclass
@@ -65,6 +78,7 @@ def dataset_page(catalog: Catalog, name: str) -> DatasetPage:
             bytes=v.manifest.size,
             parent=v.manifest.parent,
             tags=by_version.get(v.id, []),
+            views=rl_views(name, v),
         )
         for v in reversed(versions)
     ]
@@ -159,6 +173,8 @@ class VersionPage:
     stats_complete: bool
     listing: RowsBlock
     notes: dict[str, Any] = field(default_factory=dict)
+    #: The version's RL views (rollout groups, episodes), when it has rollout or episode columns.
+    views: list[Link] = field(default_factory=list)
     title: str = html_only("")
     crumbs: list[Link] = html_only(default_factory=list)
 
@@ -310,6 +326,7 @@ def version_page(
         tags=tags,
         key=version.key,
         tokenizer=version.tokenizer,
+        views=rl_views(name, version),
         rows=version.rows,
         bytes=version.manifest.size,
         shards=[ShardSummary(s.uri, s.rows, s.size, len(s.row_groups), s.checksum) for s in version.shards],

@@ -2,23 +2,64 @@
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 
-from loaders import Catalog
+from loaders import Catalog, Run
 from loaders.errors import BatchscopeError, StorageError
 
 from .. import urls
 from ..flags import Flag, FlagStore
 from ..jsonable import html_only
+from ..run_cache import RunCache
 from .common import Link
 
 RECENT_FLAGS = 10
+#: A run whose ledger got a batch within this many seconds (and that has steps left) is "running", else "stopped".
+RUNNING_SECONDS = 120
 
 
 @dataclass
 class RunSummary:
+    """One run as the home page lists it: how far its ledger got, its last loss and its status.
+
+    ``status`` is ``complete`` (the ledger has the last step), ``running`` (written to within
+    :data:`RUNNING_SECONDS`), ``stopped`` (neither), ``not started`` (no ledger yet) or ``error`` (see ``error``).
+    """
+
     name: str
     url: str
+    steps: int | None = None
+    logged_steps: int = 0
+    last_step: int | None = None
+    last_step_url: str | None = None
+    last_loss: float | None = None
+    status: str = "not started"
+    error: str | None = None
+
+    @property
+    def badge(self) -> str:
+        """The badge class of the status."""
+        return {"complete": "ok", "running": "warn", "stopped": "warn", "error": "bad"}.get(self.status, "")
+
+
+def run_summary(run: Run, *, now: float | None = None) -> RunSummary:
+    """A run's progress from its ledger (``now`` is the clock, for tests)."""
+    entries = run.ledger.entries()
+    losses = run.ledger.series("loss", world_size_at=run.world_size_at)
+    summary = RunSummary(run.name, urls.run(run.name), steps=run.total_steps, last_loss=losses[-1][1] if losses else None)
+    if not entries:
+        return summary
+    last = max(e.step for e in entries)
+    summary.logged_steps = len({e.step for e in entries})
+    summary.last_step, summary.last_step_url = last, urls.step(run.name, last)
+    if last >= run.total_steps - 1:
+        summary.status = "complete"
+    elif (now if now is not None else time.time()) - max(e.time for e in entries) <= RUNNING_SECONDS:
+        summary.status = "running"
+    else:
+        summary.status = "stopped"
+    return summary
 
 
 @dataclass
@@ -69,12 +110,23 @@ def dataset_summary(catalog: Catalog, name: str) -> DatasetSummary:
     )
 
 
-def home_page(catalog: Catalog, flags: FlagStore) -> HomePage:
+def _run_summary(catalog: Catalog, runs: RunCache, name: str) -> RunSummary:
+    """A run's summary; a run that cannot be opened (a broken manifest, say) is listed with its error, not dropped."""
+    try:
+        return run_summary(runs.run(catalog, name))
+    except BatchscopeError as exc:
+        return RunSummary(name, urls.run(name), status="error", error=exc.message)
+    except Exception as exc:  # a hand-edited or truncated manifest must not take the home page down
+        return RunSummary(name, urls.run(name), status="error", error=f"cannot open run {name}: {type(exc).__name__}: {exc}")
+
+
+def home_page(catalog: Catalog, flags: FlagStore, runs: RunCache | None = None) -> HomePage:
     """Everything the home page shows."""
-    runs = [RunSummary(name, urls.run(name)) for name in catalog.runs()]
+    cache = runs if runs is not None else RunCache()
+    listed = [_run_summary(catalog, cache, name) for name in catalog.runs()]
     datasets = [dataset_summary(catalog, name) for name in catalog.datasets()]
     try:
         recent = flags.list(limit=RECENT_FLAGS)
     except StorageError:
         recent = []
-    return HomePage(runs=runs, datasets=datasets, flags=recent, flags_url=urls.flags())
+    return HomePage(runs=listed, datasets=datasets, flags=recent, flags_url=urls.flags())

@@ -2,18 +2,24 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from loaders import Catalog, Run
+from loaders.errors import BatchscopeError
 
 from .. import urls
 from ..jsonable import html_only
 from ..run_cache import RunCache
 from .common import Link
+from .spikes import DEFAULT_SMOOTHING, OUTLIER_K, OUTLIER_WINDOW, SMOOTHING, Outlier, ema, outliers, thin, window
 
-#: Charts are drawn from at most this many points (evenly thinned), so huge runs stay light.
+#: Charts are drawn from at most this many points (thinned keeping each bucket's extremes), so huge runs stay light.
 MAX_POINTS = 600
+#: Chart size in SVG pixels (the SVG scales to the page width); click bands are at least ``MIN_HIT`` pixels wide.
+CHART_WIDTH, CHART_HEIGHT, MIN_HIT = 960, 240, 8
+#: Outliers listed per metric (the largest deviations first).
+MAX_OUTLIERS = 25
 
 
 @dataclass
@@ -33,7 +39,11 @@ class SourceEntry:
 
 @dataclass
 class MetricChart:
-    """One scalar metric of the ledger over steps (the mean over ranks); points link to their step."""
+    """One scalar metric of the ledger over steps (the mean over ranks); points link to their step.
+
+    ``outliers`` are the spikes and dips of the whole curve (:mod:`app.pages.spikes` gives the rule), the largest
+    first; ``overlay_points`` counts the other run's logged steps when an overlay is drawn.
+    """
 
     name: str
     points: int
@@ -41,7 +51,26 @@ class MetricChart:
     last: float | None
     min_step: int | None
     max_step: int | None
+    outliers: list[Outlier] = field(default_factory=list)
+    outlier_count: int = 0
+    overlay_points: int | None = None
     svg: str = html_only("")
+
+
+@dataclass
+class ChartView:
+    """How the charts are drawn: the step range (zoom), the smoothing weight and the overlaid run, all in the URL."""
+
+    start: int | None
+    end: int | None
+    smooth: float
+    overlay: str | None
+    overlay_error: str | None
+    outlier_window: int = OUTLIER_WINDOW
+    outlier_k: float = OUTLIER_K
+    smoothing_options: list[float] = html_only(default_factory=lambda: list(SMOOTHING))
+    zoom: list[Link] = html_only(default_factory=list)
+    fragment_url: str = html_only("")
 
 
 @dataclass
@@ -64,6 +93,7 @@ class RunPage:
     ledger_steps: int
     last_logged_step: int | None
     metrics: list[MetricChart]
+    chart: ChartView
     first_step_url: str
     last_step_url: str
     plan: dict[str, Any]
@@ -72,33 +102,51 @@ class RunPage:
     step_box_url: str = html_only("")
 
 
-def _thin(series: list[tuple[int, float]]) -> list[tuple[int, float]]:
-    if len(series) <= MAX_POINTS:
-        return series
-    stride = len(series) / MAX_POINTS
-    return [series[int(i * stride)] for i in range(MAX_POINTS)] + [series[-1]]
-
-
-def metric_charts(run: Run) -> list[MetricChart]:
-    """A chart per scalar metric, counting only the world size in force at each step."""
-    from ..svg import line_chart
+def metric_charts(run: Run, view: ChartView, other: Run | None = None) -> list[MetricChart]:
+    """A chart per scalar metric over ``view``'s step range, counting only the world size in force at each step."""
+    from ..svg import Layer, Mark, fmt, line_chart
 
     charts = []
     for name in run.ledger.metric_names():
         series = run.ledger.series(name, world_size_at=run.world_size_at)
         if not series:
             continue
-        drawn = _thin(series)
+        found = outliers(series)
+        for outlier in found:
+            outlier.url = urls.step(run.name, outlier.step)
+        shown = window(series, view.start, view.end)
+        smoothed = window(ema(series, view.smooth), view.start, view.end) if view.smooth else []
+        theirs = other.ledger.series(name, world_size_at=other.world_size_at) if other is not None else []
+        layers = [Layer(thin(window(theirs, view.start, view.end), MAX_POINTS), "chart-overlay", "#9ca3af", f"run {other.name}", dashed=True)] if other is not None else []
+        if smoothed:
+            layers.append(Layer(thin(smoothed, MAX_POINTS), "chart-smooth", "#1e3a8a", f"{name}, smoothed (EMA {view.smooth:g})", width=2.0))
+        by_step = dict(smoothed)
+
+        def describe(x: Any, y: Any, name: str = name, by_step: dict[int, float] = by_step) -> str:
+            text = f"step {x}: {name} {fmt(float(y))}" if isinstance(y, (int, float)) else f"step {x}: {name} {y!r}"
+            return text + (f" (smoothed {fmt(by_step[x])})" if x in by_step else "")
+
         svg = line_chart(
-            drawn,
-            width=720,
-            height=180,
+            thin(shown, MAX_POINTS),
+            width=CHART_WIDTH,
+            height=CHART_HEIGHT,
             x_label="step",
             y_label=name,
             point_url=lambda x, run_name=run.name: urls.step(run_name, int(x)),
+            layers=layers,
+            marks=[Mark(o.step, o.value, f"{o.kind} at step {o.step}: {name} {fmt(o.value)}", o.url) for o in found],
+            min_hit=MIN_HIT,
+            bin_pick="extreme",
+            series_color="#93c5fd" if smoothed else "#2563eb",
+            describe=describe,
         )
+        ranked = sorted(found, key=lambda o: -abs(o.score))
         charts.append(
-            MetricChart(name, len(series), series[0][1], series[-1][1], series[0][0], series[-1][0], svg)
+            MetricChart(
+                name, len(series), series[0][1], series[-1][1], series[0][0], series[-1][0],
+                outliers=ranked[:MAX_OUTLIERS], outlier_count=len(found),
+                overlay_points=len(theirs) if other is not None else None, svg=svg,
+            )
         )
     return charts
 
@@ -113,9 +161,53 @@ def _packing(run: Run) -> dict[str, Any] | None:
     return {"strategy": strategy, "seq_len": pack.seq_len, "position_ids": pack.position_ids, **waste.to_json()}
 
 
-def run_page(catalog: Catalog, runs: RunCache, name: str) -> RunPage:
-    """Everything the run page shows."""
+def chart_view(run: Run, other: Run | None, *, start: int | None, end: int | None, smooth: float | None,
+               overlay: str | None, overlay_error: str | None) -> ChartView:
+    """The chart settings of a run page URL, with links that zoom and pan (for browsers without JavaScript)."""
+    last = max(0, run.total_steps - 1)
+    lo = min(max(0, start), last) if start is not None else None
+    hi = min(max(0, end), last) if end is not None else None
+    if lo is not None and hi is not None and hi < lo:
+        lo, hi = hi, lo
+    weight = DEFAULT_SMOOTHING if smooth is None else min(max(0.0, smooth), 0.999)
+    view = ChartView(lo, hi, weight, other.name if other else overlay, overlay_error)
+
+    def link(label: str, a: int | None, b: int | None) -> Link:
+        return Link(label, urls.with_query(urls.run(run.name), **{"from": a, "to": b}, smooth=weight, overlay=view.overlay))
+
+    a, b = lo or 0, last if hi is None else hi
+    span = max(1, b - a)
+    middle = (a + b) // 2
+    view.zoom = [
+        link("zoom in", max(0, middle - span // 4), min(last, middle + span // 4)),
+        link("zoom out", max(0, middle - span), min(last, middle + span)),
+        link("◀ pan", max(0, a - span // 2), max(0, a - span // 2) + span),
+        link("pan ▶", min(last, b + span // 2) - span, min(last, b + span // 2)),
+        link("whole run", None, None),
+    ]
+    view.fragment_url = urls.with_query(urls.run(run.name), smooth=weight, overlay=view.overlay)
+    return view
+
+
+def run_page(
+    catalog: Catalog,
+    runs: RunCache,
+    name: str,
+    *,
+    start: int | None = None,
+    end: int | None = None,
+    smooth: float | None = None,
+    overlay: str | None = None,
+) -> RunPage:
+    """Everything the run page shows; the charts cover steps ``start..end`` smoothed by ``smooth``, with ``overlay``'s curves."""
     run = runs.run(catalog, name)
+    other, overlay_error = None, None
+    if overlay:
+        try:
+            other = runs.run(catalog, overlay)
+        except BatchscopeError as exc:
+            overlay_error = exc.message
+    view = chart_view(run, other, start=start, end=end, smooth=smooth, overlay=overlay, overlay_error=overlay_error)
     total_weight = sum(s.weight for s in run.sources)
     sources = [
         SourceEntry(
@@ -150,7 +242,8 @@ def run_page(catalog: Catalog, runs: RunCache, name: str) -> RunPage:
         world_sizes=[{"start_step": s.start_step, "world_size": s.world_size} for s in run.world_size_history()],
         ledger_steps=len(steps),
         last_logged_step=steps[-1] if steps else None,
-        metrics=metric_charts(run),
+        metrics=metric_charts(run, view, other),
+        chart=view,
         first_step_url=urls.step(run.name, 0),
         last_step_url=urls.step(run.name, run.total_steps - 1),
         plan=run.manifest["plan"],

@@ -44,6 +44,7 @@ class FlagForm:
     step: int | None = None
     rank: int | None = None
     index: int | None = None
+    position: int | None = None
     flags: list[Flag] = field(default_factory=list)
     message: str = ""
     error: str = ""

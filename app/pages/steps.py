@@ -1,24 +1,34 @@
-"""Page data of a step (every rank's share) and of a step/rank (exactly what that rank consumed)."""
+"""Page data of a step/rank (exactly what that rank consumed), and the ledger verdict every run page shows."""
 
 from __future__ import annotations
 
-from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from loaders import Batch, Catalog, Run, Sample
+from loaders import Batch, Catalog, Run
 from loaders.errors import RankOutOfRange, SampleNotFound
 
 from .. import urls
 from ..flags import Flag, FlagStore
 from ..jsonable import html_only
-from ..renderers.inputs import InputBlock, InputPlace, input_blocks
+from ..renderers.inputs import InputBlock, InputPlace, TokenValues, input_blocks
 from ..renderers.registry import View
 from ..run_cache import RunCache
 from .batch_views import batch_views
 from .common import Link
+from .forensics import (
+    Logged,
+    check_sort,
+    sample_documents,
+    sample_padding_warning,
+    scalar_metrics,
+    sort_links,
+    sort_samples,
+    step_padding_warning,
+    token_stats,
+)
 from .sample import FLAGS_SHOWN, FieldBlock, FlagForm, flag_form, render_fields
 
 
@@ -43,83 +53,6 @@ def verdict(run: Run, batch: Batch) -> Verdict:
         "mismatch": f"✗ {len(check.differing)} sample(s) differ from the ledger",
     }
     return Verdict(check.status, check.verified, check.ledger_digest, check.differing, labels[check.status])
-
-
-def _tokens(sample: Sample) -> tuple[int, int]:
-    ids = sample.inputs.get("input_ids")
-    if ids is None:
-        return 0, 0
-    mask = sample.inputs.get("loss_mask")
-    return len(ids), int(sum(mask)) if mask is not None else len(ids)
-
-
-# -- the step page ------------------------------------------------------------------------------
-@dataclass
-class RankShare:
-    rank: int
-    url: str
-    samples: int
-    sources: dict[str, int]
-    tokens: int
-    trained_tokens: int
-    padding_tokens: int
-    dropped_tokens: int
-    loss: float | None
-    digest: str
-    verified: bool | None
-    verification: str
-
-
-@dataclass
-class StepPage:
-    run: str
-    step: int
-    world_size: int
-    ranks: list[RankShare]
-    run_url: str
-    prev_url: str | None
-    next_url: str | None
-    title: str = html_only("")
-    crumbs: list[Link] = html_only(default_factory=list)
-
-
-def step_page(catalog: Catalog, runs: RunCache, name: str, step: int) -> StepPage:
-    run = runs.run(catalog, name)
-    run.check_step(step)
-    world_size = run.world_size_at(step)
-    shares = []
-    for rank in range(world_size):
-        batch = runs.batch(run, step, rank)
-        tokens = [_tokens(s) for s in batch.samples]
-        loss = run.ledger.metrics(step, rank, world_size).get("loss")
-        check = verdict(run, batch)
-        shares.append(
-            RankShare(
-                rank=rank,
-                url=urls.rank(run.name, step, rank),
-                samples=len(batch),
-                sources=dict(Counter(d.source_name for s in batch.samples for d in s.documents)),
-                tokens=sum(t for t, _ in tokens),
-                trained_tokens=sum(t for _, t in tokens),
-                padding_tokens=sum(int(s.inputs.get("padding") or 0) for s in batch.samples),
-                dropped_tokens=sum(int(s.inputs.get("dropped") or 0) for s in batch.samples),
-                loss=loss if isinstance(loss, (int, float)) else None,
-                digest=batch.digest,
-                verified=check.verified,
-                verification=check.label,
-            )
-        )
-    return StepPage(
-        run=run.name,
-        step=step,
-        world_size=world_size,
-        ranks=shares,
-        run_url=urls.run(run.name),
-        prev_url=urls.step(run.name, step - 1) if step > 0 else None,
-        next_url=urls.step(run.name, step + 1) if step + 1 < run.total_steps else None,
-        title=f"{run.name} · step {step}",
-        crumbs=[Link("runs", urls.home()), Link(run.name, urls.run(run.name)), Link(f"step {step}", urls.step(run.name, step))],
-    )
 
 
 # -- the step/rank page -------------------------------------------------------------------------
@@ -157,6 +90,16 @@ class SampleEntry:
     fields: dict[str, Any]
     inputs: dict[str, Any]
     loss: float | None = None
+    #: ``…/ranks/{rank}#sample-{position}``: this sample at this step (the dataset ``url`` is where its record lives).
+    step_url: str = ""
+    tokens: int = 0
+    trained_tokens: int = 0
+    padding: int = 0
+    all_padding: bool = False
+    padding_warning: str | None = None
+    #: What "copy link" copies, one URL a line: ``step_url``, then the permanent dataset URL of every document in it.
+    copy_urls: str = html_only("")
+    copy_title: str = html_only("")
     version_url: str = html_only("")
     field_blocks: list[FieldBlock] = html_only(default_factory=list)
     input_blocks: list[InputBlock] = html_only(default_factory=list)
@@ -240,7 +183,10 @@ class RankPage:
     prev_url: str | None
     next_url: str | None
     against: Against | None = None
+    sort: str = "position"
+    padding_warning: str | None = None
     ranks: list[Link] = html_only(default_factory=list)
+    sorts: list[Link] = html_only(default_factory=list)
     views: list[View] = html_only(default_factory=list)
     title: str = html_only("")
     crumbs: list[Link] = html_only(default_factory=list)
@@ -265,6 +211,7 @@ def _sample_entry(
     position: int,
     *,
     loss: float | None,
+    token_values: TokenValues | None,
     token_threshold: int,
     collapse_chars: int,
     existing_flags: list[Flag] | None = None,
@@ -273,24 +220,14 @@ def _sample_entry(
     sample = batch.samples[position]
     doc = sample.documents[0]
     version = run.version(doc.source)
-    documents = [
-        DocumentEntry(
-            source=d.source_name,
-            key=d.key,
-            dataset=d.address.dataset,
-            version=d.address.version,
-            shard=d.address.shard,
-            row=d.address.row,
-            epoch=d.epoch,
-            url=urls.sample(d.address.dataset, d.address.version, d.key),
-            span=d.span,
-        )
-        for d in sample.documents
-    ]
+    padding_only = not sample_documents(sample)
+    stats = token_stats(sample.inputs)
+    documents = [_document_entry(d) for d in sample_documents(sample)]
+    step_url = urls.rank(run.name, batch.step, batch.rank) + urls.sample_anchor(position)
     place = InputPlace(run.name, batch.step, batch.rank, position, f"run {run.name} step {batch.step} rank {batch.rank} sample {sample.index}")
-    blocks = input_blocks(run, sample, place, token_threshold=token_threshold)
+    blocks = input_blocks(run, sample, place, token_threshold=token_threshold, token_values=token_values)
     field_blocks = []
-    if not sample.packed:
+    if not sample.packed and not padding_only:
         from .datasets import version_tokenizer
 
         tokenizer, _ = version_tokenizer(catalog, version)
@@ -298,7 +235,7 @@ def _sample_entry(
             doc.record, version, key=doc.key, shard=doc.address.shard, row=doc.address.row, tokenizer=tokenizer,
             only=None, highlight=None, collapse_chars=collapse_chars, token_threshold=token_threshold,
         )
-    first = documents[0]
+    first = documents[0] if documents else _document_entry(doc)
     return SampleEntry(
         index=sample.index,
         position=position,
@@ -312,17 +249,51 @@ def _sample_entry(
         url=first.url,
         anchor=urls.sample_id(position),
         digest=sample.digest,
-        packed=sample.packed,
+        packed=sample.packed or padding_only,
         documents=documents,
-        fields=doc.record,
+        fields=doc.record if not padding_only else {},
         inputs=summarize_inputs(sample.inputs),
         loss=loss,
+        step_url=step_url,
+        tokens=stats.tokens,
+        trained_tokens=stats.trained,
+        padding=stats.padding,
+        all_padding=padding_only,
+        padding_warning=sample_padding_warning(stats),
+        copy_urls="\n".join(dict.fromkeys([step_url, *(d.url for d in documents)])),
+        copy_title=_copy_title(len(documents)),
         version_url=urls.version(doc.address.dataset, doc.address.version),
         field_blocks=field_blocks,
         input_blocks=blocks,
-        flag_form=flag_form(
-            flags, version, doc.key, existing=existing_flags, run=run.name, step=batch.step, rank=batch.rank, index=sample.index
+        flag_form=None
+        if padding_only
+        else flag_form(
+            flags, version, doc.key, existing=existing_flags, run=run.name, step=batch.step, rank=batch.rank,
+            index=sample.index, position=position,
         ),
+    )
+
+
+def _copy_title(documents: int) -> str:
+    """The hover text of a sample's "copy link" button: what it copies."""
+    if documents == 0:
+        return "copies this sample's URL at this step and rank (it holds no document)"
+    what = "this sample's permanent dataset URL" if documents == 1 else f"the permanent dataset URLs of its {documents} documents"
+    return f"copies this sample's URL at this step and rank, and {what}"
+
+
+def _document_entry(d: Any) -> DocumentEntry:
+    """A document of a sample as the page lists it."""
+    return DocumentEntry(
+        source=d.source_name,
+        key=d.key,
+        dataset=d.address.dataset,
+        version=d.address.version,
+        shard=d.address.shard,
+        row=d.address.row,
+        epoch=d.epoch,
+        url=urls.sample(d.address.dataset, d.address.version, d.key),
+        span=d.span,
     )
 
 
@@ -337,8 +308,13 @@ def rank_page(
     token_threshold: int = 1024,
     collapse_chars: int = 2000,
     against: str | None = None,
+    sort: str | None = None,
 ) -> RankPage:
-    """Exactly what ``rank`` consumed at ``step``, from the read path, checked against the ledger."""
+    """Exactly what ``rank`` consumed at ``step``, from the read path, checked against the ledger.
+
+    ``sort`` orders the samples (:data:`~app.pages.forensics.SORTS`; position by default); anchors stay
+    ``#sample-{position}`` whatever the order.
+    """
     run = runs.run(catalog, name)
     run.check_step(step)
     world_size = run.world_size_at(step)
@@ -346,17 +322,21 @@ def rank_page(
         raise RankOutOfRange(f"rank {rank} is not below the world size {world_size} in force at step {step} of run {name}")
     batch = runs.batch(run, step, rank)
     metrics = run.ledger.metrics(step, rank, world_size)
-    losses = metrics.get("sample_loss")
-    per_sample = losses if isinstance(losses, list) and len(losses) == len(batch) else [None] * len(batch)
+    logged = Logged.of(metrics, len(batch))
     check = verdict(run, batch)
     existing = _batch_flags(flags, run, batch)
+    order = check_sort(sort, "position")
     samples = [
         _sample_entry(
-            catalog, flags, run, batch, i, loss=per_sample[i], token_threshold=token_threshold, collapse_chars=collapse_chars,
-            existing_flags=existing[i],
+            catalog, flags, run, batch, i, loss=logged.losses[i], token_values=logged.token_values[i],
+            token_threshold=token_threshold, collapse_chars=collapse_chars, existing_flags=existing[i],
         )
         for i in range(len(batch))
     ]
+    samples = sort_samples(
+        samples, order, loss=lambda s: s.loss, length=lambda s: s.tokens - s.padding,
+        source=lambda s: "padding" if s.all_padding else s.source, position=lambda s: (s.position,),
+    )
     return RankPage(
         run=run.name,
         step=step,
@@ -366,12 +346,15 @@ def rank_page(
         verified=check.verified,
         verification=check,
         samples=samples,
-        metrics={k: v for k, v in metrics.items() if k != "sample_loss"},
+        metrics=scalar_metrics(metrics),
         run_url=urls.run(run.name),
         step_url=urls.step(run.name, step),
         prev_url=_neighbour_step(run, step - 1, rank),
         next_url=_neighbour_step(run, step + 1, rank),
         against=compare_against(run, batch, against) if against else None,
+        sort=order,
+        padding_warning=step_padding_warning([token_stats(s.inputs) for s in batch.samples], what="batch"),
+        sorts=sort_links(urls.rank(run.name, step, rank), order),
         ranks=[Link(f"rank {r}", urls.rank(run.name, step, r), "current" if r == rank else None) for r in range(world_size)],
         views=batch_views(batch, run),
         title=f"{run.name} · step {step} · rank {rank}",
@@ -411,7 +394,8 @@ def input_fragment(catalog: Catalog, runs: RunCache, name: str, step: int, rank:
         raise SampleNotFound(f"step {step} rank {rank} of run {name} has samples 0 to {len(batch) - 1}, not {position}")
     sample = batch.samples[position]
     place = InputPlace(run.name, step, rank, position, f"run {run.name} step {step} rank {rank} sample {sample.index}")
-    blocks = input_blocks(run, sample, place, only=field_name)
+    logged = Logged.of(run.ledger.metrics(step, rank, batch.world_size), len(batch))
+    blocks = input_blocks(run, sample, place, only=field_name, token_values=logged.token_values[position])
     if not blocks:
         raise SampleNotFound(f"sample {sample.index} of run {name} has no model input {field_name!r} (inputs: {', '.join(sample.inputs)})")
     return blocks[0]

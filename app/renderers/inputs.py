@@ -15,6 +15,8 @@ if TYPE_CHECKING:
 
     from loaders import Run, Sample
 
+#: How the token view reads the companions of ``input_ids`` among a sample's model inputs.
+INPUT_KINDS = {"input_ids": "tokens", "loss_mask": "mask", "labels": "labels"}
 #: Inputs folded into the token view rather than shown on their own.
 TOKEN_PARTS = ("input_ids", "loss_mask", "position_ids", "doc_spans", "padding", "role_spans")
 FRAME_PARTS = ("frames", "frame_indices", "frame_times")
@@ -29,6 +31,14 @@ class InputBlock:
     kind: str
     fragment_url: str
     view: View
+
+
+@dataclass
+class TokenValues:
+    """Per-token values the trainer logged for one sample (``token_loss`` or ``token_logprob``), for the heat layer."""
+
+    name: str
+    values: list[Any]
 
 
 @dataclass
@@ -72,12 +82,20 @@ def input_blocks(
     *,
     only: str | None = None,
     token_threshold: int = 1024,
+    token_values: TokenValues | None = None,
 ) -> list[InputBlock]:
-    """The blocks of a sample's model inputs (or just ``only``, in full)."""
+    """The blocks of a sample's model inputs (or just ``only``, in full).
+
+    The token view draws the loss mask, padding and packed documents from the
+    inputs, and ``token_values`` (logged per-token loss or logprob) as heat.
+    """
     inputs = sample.inputs
     record = sample.record if not sample.packed else {}
     names = _changed(inputs, record)
     blocks: list[InputBlock] = []
+
+    # The logged per-token values come first, so the heat layer takes them over any float list a transform made.
+    token_record = {token_values.name: token_values.values, **inputs} if token_values is not None else inputs
 
     def block(name: str, kind: str, value: Any, *, media_url: str | None = None, tokenizer: Any = None) -> None:
         if only is not None and name != only:
@@ -86,8 +104,8 @@ def input_blocks(
         ctx = FieldContext(
             column=name,
             kind=kind,
-            record=inputs,
-            kinds={},
+            record=token_record if kind == "tokens" else inputs,
+            kinds=INPUT_KINDS,
             tokenizer=tokenizer,
             full=only is not None,
             fragment_url=fragment,

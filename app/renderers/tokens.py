@@ -43,6 +43,9 @@ class TokenView(View):
     trained: int | None = None
     masked: int | None = None
     documents: int = 1
+    #: Trailing padding tokens: drawn as one run (no pieces, no boundaries, no documents).
+    padding: int = 0
+    padding_ids: str = ""
     has_mask: bool = False
     value_name: str | None = None
     value_min: float | None = None
@@ -136,12 +139,15 @@ def token_view(
     values: Sequence[Any] | None = None,
     value_name: str | None = None,
     offset: int = 0,
+    padding: int = 0,
 ) -> TokenView:
     """Lay out a token sequence with every overlay the record provides.
 
     ``mask`` (1 = trained) wins over ``labels`` (-100 = masked); ``position_ids``
     resets and ``doc_spans`` mark packed-document boundaries; ``values`` (loss,
     logprob...) drive the heat layer. ``offset`` numbers tokens from there.
+    The last ``padding`` tokens are padding: summarized as one run, with no
+    boundaries or document starts inside it (and a warning if any is trained).
 
     >>> view = token_view([5, 6, 7], mask=[0, 1, 1])
     >>> [t.classes for t in view.tokens]
@@ -161,7 +167,13 @@ def token_view(
         trained_flags = [int(x) != -100 for x in labels[:count]] + [False] * max(0, count - len(labels))
     if position_ids is not None and len(position_ids) != count:
         warnings.append(f"position ids have {len(position_ids)} entries for {count} tokens")
-    starts, resets = _doc_starts(count, position_ids, doc_spans)
+    padding = min(max(0, int(padding)), count)
+    content = count - padding
+    starts, resets = _doc_starts(content, position_ids, doc_spans)
+    if padding:
+        pad_trained = sum(trained_flags[content:]) if trained_flags is not None else 0
+        if pad_trained:
+            warnings.append(f"{pad_trained:,} padding token(s) are trained (loss mask 1)")
     numbers: list[float | None] = []
     low = high = None
     if values is not None:
@@ -172,9 +184,9 @@ def token_view(
         if finite:
             low, high = min(finite), max(finite)
     invert = bool(value_name) and "prob" in (value_name or "").lower()
-    shown = min(count, MAX_SHOWN_TOKENS)
-    if shown < count:
-        warnings.append(f"showing the first {shown:,} of {count:,} tokens (the JSON twin of the page has them all)")
+    shown = min(content, MAX_SHOWN_TOKENS)
+    if shown < content:
+        warnings.append(f"showing the first {shown:,} of {content:,} tokens (the JSON twin of the page has them all)")
     tokens: list[Token] = []
     document = 0
     for i in range(shown):
@@ -211,8 +223,10 @@ def token_view(
         tokens=tokens,
         count=count,
         trained=sum(trained_flags) if trained_flags is not None else None,
-        masked=count - sum(trained_flags) if trained_flags is not None else None,
-        documents=len(starts) + 1 if count else 0,
+        masked=content - sum(trained_flags[:content]) if trained_flags is not None else None,
+        documents=len(starts) + 1 if content else 0,
+        padding=padding,
+        padding_ids=" ".join(str(i) for i in sorted({int(t) for t in ids[content:]})[:4]),
         has_mask=trained_flags is not None,
         value_name=value_name if values is not None else None,
         value_min=low,
@@ -246,6 +260,9 @@ def companions(ctx: FieldContext, count: int) -> dict[str, Any]:
         if _int_list(record.get(column)) is not None:
             found["position_ids"] = record[column]
             break
+    padding = record.get("padding")
+    if isinstance(padding, int) and not isinstance(padding, bool) and 0 < padding <= count:
+        found["padding"] = padding
     for column in DOC_SPAN_COLUMNS:
         if isinstance(record.get(column), list):
             found["doc_spans"] = record[column]

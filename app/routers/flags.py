@@ -43,7 +43,10 @@ class FlagIn(BaseModel):
     run: str | None = Field(default=None, max_length=128)
     step: int | None = Field(default=None, ge=0, le=MAX_INT)
     rank: int | None = Field(default=None, ge=0, le=MAX_INT)
-    index: int | None = Field(default=None, ge=0, le=MAX_INT)
+    index: int | None = Field(default=None, ge=0, le=MAX_INT, description="The sample's global index in the run.")
+    position: int | None = Field(
+        default=None, ge=0, le=MAX_INT, description="The sample's position in the rank's batch (the #sample-{position} anchor)."
+    )
 
 
 def _store(catalog: Catalog, store: FlagStore, flag: FlagIn) -> tuple[Flag, object]:
@@ -53,6 +56,8 @@ def _store(catalog: Catalog, store: FlagStore, flag: FlagIn) -> tuple[Flag, obje
         check_name("run", flag.run)
     version = catalog.resolve(f"{flag.dataset}@{flag.version}")
     version.find(flag.key)
+    if flag.position is None and flag.index is not None:
+        flag.position = _position_of(catalog, flag)
     stored = store.add(
         dataset=version.name,
         version=version.id,
@@ -63,8 +68,23 @@ def _store(catalog: Catalog, store: FlagStore, flag: FlagIn) -> tuple[Flag, obje
         step=flag.step,
         rank=flag.rank,
         index=flag.index,
+        position=flag.position,
     )
     return stored, version
+
+
+def _position_of(catalog: Catalog, flag: FlagIn) -> int | None:
+    """The position of the flag's global ``index`` in the batch its run read at (step, rank), when that batch holds it.
+
+    Clients that send only the global index still get a link to the sample's anchor on the step/rank page.
+    """
+    if flag.run is None or flag.step is None or flag.rank is None:
+        return None
+    try:
+        indices = catalog.run(flag.run).batch(flag.step, flag.rank).indices
+    except BatchscopeError:
+        return None
+    return indices.index(flag.index) if flag.index in indices else None
 
 
 @page(router, "/flags", summary="Flags, newest first, filterable by dataset and tag")
@@ -117,9 +137,10 @@ def flag_from_form(
     step: Annotated[int | None, Form(ge=0, le=MAX_INT)] = None,
     rank: Annotated[int | None, Form(ge=0, le=MAX_INT)] = None,
     index: Annotated[int | None, Form(ge=0, le=MAX_INT)] = None,
+    position: Annotated[int | None, Form(ge=0, le=MAX_INT)] = None,
 ) -> Response:
     """Flag a sample from its page: htmx swaps in the updated form (with the error, if any), a plain POST redirects to the flag."""
-    context = {"run": run, "step": step, "rank": rank, "index": index}
+    context = {"run": run, "step": step, "rank": rank, "index": index, "position": position}
     try:
         stored, version_ = _store(catalog, store, FlagIn(dataset=dataset, version=version, key=key, note=note, tags=tags, **context))
     except BatchscopeError as exc:

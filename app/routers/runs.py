@@ -13,7 +13,8 @@ from loaders.catalog import check_name
 from .. import urls
 from ..deps import CatalogDep, FlagsDep, RunsDep, SettingsDep
 from ..pages.runs import run_page
-from ..pages.steps import input_fragment, rank_page, step_page
+from ..pages.step import step_page
+from ..pages.steps import input_fragment, rank_page
 from ..responses import VARY, kept, respond, wants_fragment, wants_json
 from ..routing import canonical, page
 
@@ -21,31 +22,44 @@ router = APIRouter(tags=["runs"])
 
 Step = Annotated[int, Path(description="Training step (0-based).")]
 Rank = Annotated[int, Path(description="Rank, below the world size in force at that step.")]
+Sort = Annotated[
+    str | None,
+    Query(max_length=20, description="Order of the samples: position, loss (highest first), length (most real tokens first) or source."),
+]
 
 
-@page(router, "/runs/{run}", summary="A run: plan, pinned sources, world sizes, metric curves")
+@page(router, "/runs/{run}", summary="A run: plan, pinned sources, world sizes, metric curves with outlier steps")
 def run(
     request: Request,
     run: str,
     catalog: CatalogDep,
     runs: RunsDep,
     step: Annotated[int | None, Query(description="Jump to this step's page.")] = None,
+    start: Annotated[int | None, Query(alias="from", ge=0, description="Charts start at this step (zoom).")] = None,
+    end: Annotated[int | None, Query(alias="to", ge=0, description="Charts end at this step (zoom).")] = None,
+    smooth: Annotated[float | None, Query(ge=0, lt=1, description="EMA smoothing weight of the curves (0 is off; default 0.6).")] = None,
+    overlay: Annotated[str | None, Query(max_length=128, description="Draw this other run's curves on the same charts.")] = None,
 ) -> Response:
     check_name("run", run)
     if step is not None:
         runs.run(catalog, run).check_step(step)
         return RedirectResponse(canonical(request, urls.step(run, step)).split("?")[0], status_code=303, headers=VARY)
-    return respond(request, run_page(catalog, runs, run), template="run.html")
+    data = run_page(catalog, runs, run, start=start, end=end, smooth=smooth, overlay=overlay or None)
+    return respond(request, data, template="run.html", block="metrics")
 
 
-@page(router, "/runs/{run}/steps/{step}", summary="One step: every rank's share of the global batch")
-def step(request: Request, run: str, step: Step, catalog: CatalogDep, runs: RunsDep) -> Response:
+@page(router, "/runs/{run}/steps/{step}", summary="One step: every rank's share of the global batch, every sample ranked by loss")
+def step(request: Request, run: str, step: Step, catalog: CatalogDep, runs: RunsDep, sort: Sort = None) -> Response:
     check_name("run", run)
+
+    def build() -> Response:
+        return respond(request, step_page(catalog, runs, run, step, sort=sort), template="step.html")
+
     if wants_json(request) or wants_fragment(request):
-        return respond(request, step_page(catalog, runs, run, step), template="step.html")
+        return build()
     opened = runs.run(catalog, run)
-    key = ("step", run, opened.fingerprint, step, *_ledger_state(opened))
-    return kept(runs, key, lambda: respond(request, step_page(catalog, runs, run, step), template="step.html"))
+    key = ("step", run, opened.fingerprint, step, sort, *_ledger_state(opened))
+    return kept(runs, key, build)
 
 
 @page(router, "/runs/{run}/steps/{step}/ranks/{rank}", summary="Exactly what one rank consumed at one step")
@@ -62,6 +76,7 @@ def rank(
         str | None,
         Query(max_length=300, description="Compare with the same plan re-resolved: a 'dataset@version-or-tag' or another run's name."),
     ] = None,
+    sort: Sort = None,
 ) -> Response:
     check_name("run", run)
 
@@ -69,7 +84,7 @@ def rank(
         data = rank_page(
             catalog, runs, flags, run, step, rank,
             token_threshold=settings.token_fragment_threshold, collapse_chars=settings.text_collapse_chars,
-            against=against or None,
+            against=against or None, sort=sort,
         )
         return respond(request, data, template="rank.html", block="samples")
 
@@ -78,7 +93,7 @@ def rank(
     # The whole page is a function of the run, the step, the ledger, the world sizes and the flags: keep it while
     # none of them changes (a shared link to one step is opened by many people).
     opened = runs.run(catalog, run)
-    key = ("rank", run, opened.fingerprint, step, rank, against, *_ledger_state(opened), flags.count())
+    key = ("rank", run, opened.fingerprint, step, rank, against, sort, *_ledger_state(opened), flags.count())
     return kept(runs, key, build)
 
 

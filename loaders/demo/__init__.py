@@ -13,7 +13,7 @@ from ..catalog import Catalog
 
 #: Builders in dependency order (web-text trains the tokenizer the others use).
 DATASETS = ("text", "chat", "rollouts", "images", "videos", "episodes")
-FORMAT = 3
+FORMAT = 4  # 4: the pretraining run logs per-token losses
 
 
 def build_demo(root: str, *, seed: int = 0, log: Callable[[str], None] = print) -> Catalog:

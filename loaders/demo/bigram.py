@@ -18,15 +18,22 @@ class OnlineBigram:
         self.alpha = alpha
         self.counts = np.zeros((vocab_size, vocab_size), dtype=np.float32)
         self.totals = np.zeros(vocab_size, dtype=np.float64)
+        #: Per-token losses of the last batch scored: for each sample, the loss of predicting each token from the
+        #: one before (``None`` for the first token and for masked tokens), rounded to 3 decimals for the ledger.
+        self.token_loss: list[list[float | None]] = []
 
     def step(self, input_ids: np.ndarray, loss_mask: np.ndarray) -> tuple[float, list[float]]:
-        """Score then learn a ``[batch, seq]`` array; returns (mean loss, per-sample losses)."""
+        """Score then learn a ``[batch, seq]`` array; returns (mean loss, per-sample losses) and keeps ``token_loss``."""
         ids = np.clip(np.asarray(input_ids, dtype=np.int64), 0, self.vocab_size - 1)
         mask = np.asarray(loss_mask, dtype=bool)
         prev, nxt, trained = ids[:, :-1], ids[:, 1:], mask[:, 1:]
         probability = (self.counts[prev, nxt] + self.alpha) / (self.totals[prev] + self.alpha * self.vocab_size)
         nll = -np.log(probability)
         per_sample = [float(nll[i][trained[i]].mean()) if trained[i].any() else 0.0 for i in range(len(ids))]
+        rounded = np.round(nll, 3).tolist()
+        self.token_loss = [
+            [None] + [value if keep else None for value, keep in zip(rounded[i], trained[i].tolist())] for i in range(len(ids))
+        ]
         np.add.at(self.counts, (prev[trained], nxt[trained]), 1.0)
         np.add.at(self.totals, prev[trained], 1.0)
         valid = [loss for loss, row in zip(per_sample, trained) if row.any()]

@@ -45,7 +45,11 @@ def multimodal_plan(seed: int) -> ReadPlan:
     )
 
 
-def _train(run: Run, world_size: int, steps: range, model_step: Callable[[list[Batch]], tuple[float, list[list[float]]]], state: dict | None = None) -> dict:
+#: What a model step returns for the batches of every rank: each rank's loss, per-sample losses and other metrics.
+StepResult = tuple[list[float], list[list[float]], list[dict]]
+
+
+def _train(run: Run, world_size: int, steps: range, model_step: Callable[[list[Batch]], StepResult], state: dict | None = None) -> dict:
     """Drive one reader per rank in lockstep (as ranks of one job would) and log real losses."""
     readers = [run.reader(rank, world_size, start_step=steps.start, end_step=steps.stop, flush_seconds=0.5) for rank in range(world_size)]
     if state is not None:
@@ -53,9 +57,9 @@ def _train(run: Run, world_size: int, steps: range, model_step: Callable[[list[B
             reader.load_state_dict(state)
     try:
         for batches in zip(*readers):
-            losses, per_sample = model_step(list(batches))
-            for reader, batch, loss, samples in zip(readers, batches, losses, per_sample):
-                reader.log(batch.step, loss=loss, sample_loss=samples)
+            losses, per_sample, extra = model_step(list(batches))
+            for reader, batch, loss, samples, more in zip(readers, batches, losses, per_sample, extra):
+                reader.log(batch.step, loss=loss, sample_loss=samples, **more)
         return readers[0].state_dict()
     finally:
         for reader in readers:
@@ -68,15 +72,16 @@ def train_pretrain(catalog: Catalog, seed: int, log: Log) -> Run:
     vocab = catalog.tokenizer("demo-bpe").get_vocab_size()
     model = OnlineBigram(vocab)
 
-    def step(batches: list[Batch]) -> tuple[list[float], list[list[float]]]:
-        losses, per_sample = [], []
+    def step(batches: list[Batch]) -> StepResult:
+        losses, per_sample, token_loss = [], [], []
         for batch in batches:
             ids = np.array([s.inputs["input_ids"] for s in batch.samples])
             mask = np.array([s.inputs["loss_mask"] for s in batch.samples])
             loss, samples = model.step(ids, mask)
             losses.append(loss)
             per_sample.append(samples)
-        return losses, per_sample
+            token_loss.append({"token_loss": model.token_loss})  # drawn as heat on the step/rank page
+        return losses, per_sample, token_loss
 
     half = run.total_steps // 2
     log(f"  training demo-pretrain: steps 0-{half - 1} on 2 ranks")
@@ -96,13 +101,13 @@ def train_multimodal(catalog: Catalog, seed: int, log: Log) -> Run:
             return np.mean([LinearAutoencoder.features(f) for f in sample.inputs["frames"]], axis=0)
         return LinearAutoencoder.features(sample.inputs["image"])
 
-    def step(batches: list[Batch]) -> tuple[list[float], list[list[float]]]:
+    def step(batches: list[Batch]) -> StepResult:
         losses, per_sample = [], []
         for batch in batches:
             loss, samples = model.step(np.stack([features(s) for s in batch.samples]))
             losses.append(loss)
             per_sample.append(samples)
-        return losses, per_sample
+        return losses, per_sample, [{} for _ in batches]
 
     log(f"  training demo-multimodal: {run.total_steps} steps on 2 ranks")
     _train(run, 2, range(0, run.total_steps), step)

@@ -54,12 +54,16 @@ def test_plain_form_post_redirects_to_the_flag(client: TestClient, inspector_cat
 
 
 def test_json_api_flags_with_run_context(client: TestClient, inspector_catalog: Catalog) -> None:
-    body = {"dataset": "docs", "version": "v1", "key": "doc-5", "note": "dup", "tags": ["dup"], "run": "run-1", "step": 3, "rank": 1, "index": 2}
+    body = {
+        "dataset": "docs", "version": "v1", "key": "doc-5", "note": "dup", "tags": ["dup"], "run": "run-1", "step": 3, "rank": 1,
+        "index": 14, "position": 2,
+    }
     response = client.post(urls.api(urls.flags()), json=body)
     assert response.status_code == 201, response.text
     flag = response.json()
     assert flag["version"] == inspector_catalog.resolve("docs@v1").id  # a tag is stored as the full id
-    assert flag["context_url"] == urls.rank("run-1", 3, 1) + urls.sample_anchor(2)
+    assert (flag["index"], flag["position"]) == (14, 2)
+    assert flag["context_url"] == urls.rank("run-1", 3, 1) + urls.sample_anchor(2)  # the anchor is the position
     assert client.get(urls.api(urls.flag(flag["id"]))).json()["flag"] == flag
 
 

@@ -135,4 +135,8 @@ def test_home_lists_runs_as_links(make_client: Callable[..., TestClient], tmp_pa
     client = make_client(root=str(tmp_path / "catalog"))
     links = soup(client.get(urls.home())).select("#runs a")
     assert [(a.get_text(), a["href"]) for a in links] == [("run-7", urls.run("run-7"))]
-    assert client.get(urls.api(urls.home())).json()["runs"] == [{"name": "run-7", "url": "/runs/run-7"}]
+    # Its manifest is empty: the run is listed with the error instead of taking the page down.
+    listed = client.get(urls.api(urls.home())).json()["runs"]
+    assert [(r["name"], r["url"], r["status"]) for r in listed] == [("run-7", "/runs/run-7", "error")]
+    assert "run-7" in listed[0]["error"]
+    assert soup(client.get(urls.home())).select_one("#runs .error-inline").get_text() == listed[0]["error"]
