@@ -178,7 +178,7 @@ def _original(request: Request, media: MediaField) -> Response:
     if data is not None:
         tag = '"' + hashlib.sha256(data).hexdigest()[:40] + '"'
         return ranged(request, size=len(data), read=lambda o, n: data[o : o + n], tag=tag, filename=filename)
-    path = media.stored_path() if media.kind in MEDIA_KINDS else None
+    path = media.stored_path() if media.kind in (*MEDIA_KINDS, "audio") else None
     if path is None:
         raise SampleNotFound(f"{media.version.where(media.shard, media.row)} field {media.field!r} holds no stored bytes")
     found = storage.stat(path)

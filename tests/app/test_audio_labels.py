@@ -92,3 +92,23 @@ def test_pandas_categorical_is_text_and_searchable(tmp_path: Path) -> None:
     assert [row["key"] for row in data["listing"]["rows"]] == ["a", "c"]
     page = soup(client.get(urls.sample("cats", version, "b")))
     assert page.select_one('section.field[data-kind="text"]') is not None
+
+
+def test_audio_stored_by_path_beside_the_shard_plays(tmp_path: Path) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    shards = tmp_path / "shards"
+    (shards / "clips").mkdir(parents=True)
+    (shards / "clips" / "a.wav").write_bytes(peers.wav())
+    audio = pa.struct([("bytes", pa.binary()), ("path", pa.string())])
+    pq.write_table(pa.table({"id": ["a"], "speech": pa.array([{"bytes": None, "path": "clips/a.wav"}], audio)}), shards / "p.parquet")
+    catalog = Catalog(str(tmp_path / "catalog"))
+    version = catalog.register("speech", [str(shards / "p.parquet")], key="id")
+    assert version.kinds["speech"] == "audio"
+    client = TestClient(create_app(Settings(root=catalog.root, flags_path=str(tmp_path / "f.sqlite"))))
+    field = soup(client.get(urls.sample("speech", version, "a"))).select_one('section.field[data-kind="audio"]')
+    src = field.select_one("audio.audio-player")["src"]
+    assert "stored by path: clips/a.wav" in field.get_text()
+    played = client.get(src, headers={"Range": "bytes=0-11"})
+    assert played.status_code == 206 and played.content == peers.wav()[:12] and played.headers["content-type"] == "audio/wav"
