@@ -87,6 +87,8 @@ def test_webdataset_tar_writer(catalog: Catalog, tmp_path: Path) -> None:
     version = import_webdataset(catalog, "wds", tmp_path / "shard-000.tar")
     assert version.kinds == {"id": "text", "cls": "scalar", "jpg": "image", "json": "json", "txt": "text", "wav": "audio"}
     assert version.sample("s1")["wav"] == {"bytes": peers.wav(), "path": "s1.wav"}
+    overridden = import_webdataset(catalog, "wds-as-labels", tmp_path / "shard-000.tar", kinds={"cls": "class_label", "jpg": "binary"})
+    assert (overridden.kinds["cls"], overridden.kinds["jpg"]) == ("class_label", "binary")
 
 
 def test_mds_writer(catalog: Catalog, tmp_path: Path) -> None:
