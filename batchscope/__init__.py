@@ -1,7 +1,8 @@
 """batchscope's public Python API: the read path (``loaders``) under the project's own name.
 
 ``from batchscope import Catalog, ReadPlan, Source`` is the same as importing them from
-``loaders``; ``batchscope.importers`` holds the importers.
+``loaders``; ``batchscope.importers`` holds the importers and ``batchscope.torch``
+the PyTorch adapter (imported on use: it needs torch).
 
 >>> from batchscope import Catalog            # doctest: +SKIP
 >>> Catalog("batchscope-data").datasets()     # doctest: +SKIP

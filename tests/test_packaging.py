@@ -97,6 +97,7 @@ def _clean_env() -> dict[str, str]:
 def test_installed_package_imports_from_the_venv_not_the_checkout(installed: Path, tmp_path: Path) -> None:
     script = (
         "import app.templating as t, batchscope, loaders; from batchscope import Catalog, ReadPlan, importers;"
+        "from batchscope.torch import make_loader;"
         "print(batchscope.__file__, loaders.__file__, t.TEMPLATES_DIR, t.STATIC_DIR, Catalog is loaders.Catalog,"
         " importers.import_parquet.__module__, sep='\\n')"
     )

@@ -9,7 +9,7 @@ Each split (of each config) becomes its own dataset, named
 - ``Dataset.save_to_disk``: ``state.json`` and Arrow files: one dataset, ``NAME``.
 - ``README.md`` with ``configs:`` in its YAML header: each config's
   ``data_files`` (a pattern, a list, or ``{split, path}`` entries).
-- Otherwise Parquet files, split by name as the Hub does: ``data/train-00000-of-00002.parquet``
+- Otherwise Parquet (or Arrow IPC) files, split by name as the Hub does: ``data/train-00000-of-00002.parquet``
   and ``train/0.parquet`` belong to ``train``; files that name no split are ``train``.
 """
 
@@ -27,7 +27,7 @@ from ..errors import RegistrationError
 SEPARATOR = "."
 #: ``{split}-00000-of-00002.parquet``: the Hub's shard names.
 _SHARD_NAME = re.compile(r"^(?P<split>\w+?)-\d+-of-\d+\.(?:parquet|arrow)$")
-_PARQUET = (".parquet", ".parq", ".pq")
+_DATA_FILES = (".parquet", ".parq", ".pq", ".arrow")
 
 
 @dataclass(frozen=True)
@@ -138,17 +138,26 @@ def _configs(root: str, configs: object) -> list[Part]:
     return parts
 
 
-def _parquet_splits(root: str) -> list[Part]:
+def _split_files(root: str) -> list[Part]:
+    """Parquet (or Arrow IPC) files below ``root``, grouped by the split their path names."""
     by_split: dict[str, list[str]] = {}
     for folder, dirs, files in os.walk(root):
         dirs[:] = sorted(d for d in dirs if not d.startswith((".", "_")))
         for file in sorted(files):
-            if file.lower().endswith(_PARQUET) and not file.startswith((".", "_")):
+            if file.lower().endswith(_DATA_FILES) and not file.startswith((".", "_")):
                 path = os.path.join(folder, file)
                 by_split.setdefault(split_of(os.path.relpath(path, root)) or "train", []).append(path)
     if not by_split:
-        raise RegistrationError(f"{root}: no Hugging Face dataset here (no dataset_dict.json, state.json, README configs or Parquet files)")
-    return [Part(split, tuple(sorted(files)), arrow=False) for split, files in sorted(by_split.items())]
+        raise RegistrationError(
+            f"{root}: no Hugging Face dataset here (no dataset_dict.json, state.json, README configs, Parquet or Arrow files)"
+        )
+    parts = []
+    for split, files in sorted(by_split.items()):
+        arrow = [f.endswith(".arrow") for f in files]
+        if any(arrow) and not all(arrow):
+            raise RegistrationError(f"{root}: split {split!r} mixes Arrow and Parquet files; import them separately")
+        parts.append(Part(split, tuple(sorted(files)), arrow=all(arrow)))
+    return parts
 
 
 def find_parts(source: str) -> list[Part]:
@@ -174,4 +183,4 @@ def find_parts(source: str) -> list[Part]:
         configs = _front_matter(readme).get("configs")
         if configs is not None:
             return _configs(root, configs)
-    return _parquet_splits(root)
+    return _split_files(root)

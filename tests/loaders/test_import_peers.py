@@ -149,3 +149,19 @@ def test_mds_refuses_pickle_and_a_truncated_shard(catalog: Catalog, tmp_path: Pa
         import_mds(catalog, "mds", folder)
     assert catalog.datasets() == []
     shutil.rmtree(folder)
+
+
+def test_arrow_ipc_files_split_by_name_and_a_mixed_split_is_refused(catalog: Catalog, tmp_path: Path) -> None:
+    import pyarrow as pa
+
+    folder = tmp_path / "ipc"
+    folder.mkdir()
+    for split, rows in (("train", [1, 2, 3]), ("test", [4])):
+        table = pa.table({"n": rows})
+        with pa.ipc.new_file(folder / f"{split}-00000-of-00001.arrow", table.schema) as sink:  # the random-access format
+            sink.write_table(table)
+    versions = import_huggingface(catalog, "ipc", folder)
+    assert {name: [r["n"] for r in all_rows(catalog, name)] for name in versions} == {"ipc.test": [4], "ipc.train": [1, 2, 3]}
+    pq.write_table(pa.table({"n": [5]}), folder / "train-00001-of-00001.parquet")
+    with pytest.raises(RegistrationError, match=r"split 'train' mixes Arrow and Parquet files"):
+        import_huggingface(catalog, "ipc", folder)
