@@ -12,37 +12,35 @@ from typing import Any, Iterator, Sequence, Unpack
 
 import pyarrow as pa
 
-from ..catalog import Catalog
+from ..catalog import Catalog, check_name
 from ..errors import RegistrationError
 from ..version import DatasetVersion
 from .hf_layout import Part, find_parts
-from .parquet import import_parquet
+from .parquet import read_schema, import_parquet
 from .writer import ImportOptions, write_files
 
 #: Writer metadata of an Arrow file that describes its layout, not the data: dropped.
 _DROPPED_METADATA = (b"pandas",)
 
 
-def _open_arrow(path: str) -> pa.RecordBatchReader | pa.ipc.RecordBatchFileReader:
-    """An Arrow IPC file (random-access format) or stream (what ``save_to_disk`` writes)."""
-    source = pa.memory_map(path)
+def _batches(source: pa.MemoryMappedFile, path: str) -> tuple[pa.Schema, Iterator[pa.RecordBatch]]:
+    """The schema and batches of an Arrow IPC file (random-access format) or stream (what ``save_to_disk`` writes)."""
     try:
-        return pa.ipc.open_file(source)
+        reader = pa.ipc.open_file(source)
+        return reader.schema, (reader.get_batch(i) for i in range(reader.num_record_batches))
     except pa.ArrowInvalid:
         source.seek(0)
-        try:
-            return pa.ipc.open_stream(source)
-        except pa.ArrowInvalid as exc:
-            raise RegistrationError(f"{path}: not an Arrow IPC file or stream ({exc})") from exc
+    try:
+        stream = pa.ipc.open_stream(source)
+    except pa.ArrowInvalid as exc:
+        raise RegistrationError(f"{path}: not an Arrow IPC file or stream ({exc})") from exc
+    return stream.schema, iter(stream)
 
 
 def _arrow_tables(path: str) -> Iterator[pa.Table]:
-    reader = _open_arrow(path)
-    if isinstance(reader, pa.ipc.RecordBatchFileReader):
-        for i in range(reader.num_record_batches):
-            yield pa.Table.from_batches([reader.get_batch(i)])
-    else:
-        for batch in reader:
+    with pa.memory_map(path) as source:
+        _, batches = _batches(source, path)
+        for batch in batches:
             yield pa.Table.from_batches([batch])
 
 
@@ -52,8 +50,9 @@ def _arrow_schema(files: Sequence[str]) -> tuple[pa.Schema, int]:
     rows = 0
     for path in files:
         try:
-            this = _open_arrow(path).schema
-            rows += sum(len(table) for table in _arrow_tables(path))  # memory-mapped: counting reads no data
+            with pa.memory_map(path) as source:  # memory-mapped: counting rows reads only batch headers
+                this, batches = _batches(source, path)
+                rows += sum(batch.num_rows for batch in batches)
         except (pa.ArrowException, OSError) as exc:
             raise RegistrationError(f"{path}: not a readable Arrow file ({exc})") from exc
         if schema is None:
@@ -85,6 +84,10 @@ def import_huggingface(
 ) -> dict[str, DatasetVersion]:
     """Import every split (and config) of the Hugging Face dataset at ``source``, each as its own dataset.
 
+    Every split's files are checked (readable, one schema) before the first is
+    imported; a row refused later (media stored by path) stops the import
+    there, leaving the splits imported before it.
+
     ``splits`` picks some (by suffix: ``train``, ``config.train``). Returns
     dataset name → new version. Media stored only by path is refused, or with
     ``copy_media`` copied from below ``media_root`` (default: ``source``).
@@ -99,6 +102,13 @@ def import_huggingface(
         if unknown:
             raise RegistrationError(f"{root}: no split {', '.join(map(repr, unknown))}; it holds {', '.join(p.suffix or '(one dataset)' for p in parts)}")
         parts = [p for p in parts if p.suffix in splits]
+    for part in parts:  # every split's files readable, with one schema each, before any split is imported
+        check_name("dataset", part.dataset(name))
+        if part.arrow:
+            _arrow_schema(part.files)
+        else:
+            for path in part.files:
+                read_schema(path)
     folder = root if os.path.isdir(root) else os.path.dirname(root)
     settings: dict[str, Any] = {**options, "copy_media": copy_media, "media_root": media_root or folder}
     versions = {}

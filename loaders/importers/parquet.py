@@ -53,7 +53,7 @@ def _metadata(schema: pa.Schema) -> dict[bytes, bytes]:
     return {k: v for k, v in (schema.metadata or {}).items() if not k.startswith(_DROPPED_METADATA)}
 
 
-def _read_schema(path: str) -> pa.Schema:
+def read_schema(path: str) -> pa.Schema:
     try:
         return pq.read_schema(path)
     except (pa.ArrowException, OSError) as exc:
@@ -61,11 +61,11 @@ def _read_schema(path: str) -> pa.Schema:
 
 
 def _unified_schema(files: list[str], partitions: dict[str, list[tuple[str, str | None]]]) -> pa.Schema:
-    first = _read_schema(files[0])
+    first = read_schema(files[0])
     fields = {f.name: f for f in _data_fields(first)}
     order = list(fields)
     for path in files[1:]:
-        for field in _data_fields(_read_schema(path)):
+        for field in _data_fields(read_schema(path)):
             if field.name not in fields:
                 fields[field.name] = field.with_nullable(True)
                 order.append(field.name)

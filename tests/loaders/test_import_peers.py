@@ -165,3 +165,12 @@ def test_arrow_ipc_files_split_by_name_and_a_mixed_split_is_refused(catalog: Cat
     pq.write_table(pa.table({"n": [5]}), folder / "train-00001-of-00001.parquet")
     with pytest.raises(RegistrationError, match=r"split 'train' mixes Arrow and Parquet files"):
         import_huggingface(catalog, "ipc", folder)
+
+
+def test_a_broken_arrow_file_is_refused_by_name(catalog: Catalog, tmp_path: Path) -> None:
+    folder = peers.hf_saved_dict(tmp_path / "saved")
+    broken = folder / "test" / "data-00000-of-00001.arrow"
+    broken.write_bytes(b"not arrow at all")
+    with pytest.raises(RegistrationError, match=rf"{broken}: not an Arrow IPC file or stream"):
+        import_huggingface(catalog, "pets", folder)
+    assert catalog.datasets() == []  # every split is checked before any is imported
