@@ -94,8 +94,9 @@ def _is_text(type_: pa.DataType) -> bool:
 
 
 def searchable(version: DatasetVersion) -> list[str]:
-    """Columns search can scan: text columns (dictionary-encoded ones too) and class labels."""
-    return [f.name for f in version.schema if _is_text(f.type) or version.kinds.get(f.name) == "class_label"]
+    """Columns search can scan: text columns (dictionary-encoded ones too), then class labels (the default is the first)."""
+    labels = [f.name for f in version.schema if version.kinds.get(f.name) == "class_label" and pa.types.is_integer(f.type)]
+    return [f.name for f in version.schema if _is_text(f.type)] + labels
 
 
 def matches(version: DatasetVersion, column: str, values: pa.ChunkedArray | pa.Array, query: str) -> pa.ChunkedArray | pa.Array:

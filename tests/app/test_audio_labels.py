@@ -79,6 +79,7 @@ def test_class_labels_filter_by_name_or_id(client: TestClient, hf_catalog: tuple
     assert _keys(client, version, q="DOG", column="label") == ["a dog", "no dog"]
     assert _keys(client, version, q="0", column="label") == ["a cat", "two cats"]
     assert _keys(client, version, q="bird", column="label") == []
+    assert _keys(client, version, q="two") == ["two cats"]  # without a column: the first text column, not the label
 
 
 def test_pandas_categorical_is_text_and_searchable(tmp_path: Path) -> None:
