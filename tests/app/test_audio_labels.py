@@ -79,7 +79,16 @@ def test_class_labels_filter_by_name_or_id(client: TestClient, hf_catalog: tuple
     assert _keys(client, version, q="DOG", column="label") == ["a dog", "no dog"]
     assert _keys(client, version, q="0", column="label") == ["a cat", "two cats"]
     assert _keys(client, version, q="bird", column="label") == []
-    assert _keys(client, version, q="two") == ["two cats"]  # without a column: the first text column, not the label
+
+
+def test_search_without_a_column_scans_text_before_class_labels(tmp_path: Path) -> None:
+    peers.hf_dataset().select_columns(["label", "text"]).to_parquet(str(tmp_path / "labels-first.parquet"))
+    catalog = Catalog(str(tmp_path / "catalog"))
+    version = catalog.register("first", [str(tmp_path / "labels-first.parquet")], key="text")
+    assert [f.name for f in version.schema] == ["label", "text"] and version.kinds["label"] == "class_label"
+    client = TestClient(create_app(Settings(root=catalog.root, flags_path=str(tmp_path / "f.sqlite"))))
+    data = client.get("/api" + urls.version("first", version, q="two")).json()
+    assert [row["key"] for row in data["listing"]["rows"]] == ["two cats"]
 
 
 def test_pandas_categorical_is_text_and_searchable(tmp_path: Path) -> None:
