@@ -29,7 +29,7 @@ KINDS: dict[str, str] = {
 
 _IMAGE_WORDS = ("image", "img", "photo", "picture", "jpeg", "jpg", "png", "pixel", "thumbnail")
 _VIDEO_WORDS = ("video", "clip", "mp4", "webm", "movie")
-_AUDIO_WORDS = ("audio", "speech", "sound", "wav", "flac", "mp3", "ogg")
+_AUDIO_WORDS = ("audio", "speech", "sound", "wav", "flac", "mp3")
 _TOKEN_WORDS = ("input_ids", "token_ids", "tokens", "ids")
 #: Hugging Face feature ``_type`` → field kind.
 _HF_KINDS = {"Image": "image", "Video": "video", "Audio": "audio", "ClassLabel": "class_label"}

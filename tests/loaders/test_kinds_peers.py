@@ -97,3 +97,13 @@ def test_mds_writer(catalog: Catalog, tmp_path: Path) -> None:
     version = import_mds(catalog, "mds", peers.mds_folder(tmp_path / "mds"))
     assert version.kinds == {"mask": "image", "meta": "json", "n": "scalar", "photo": "image", "score": "scalar", "text": "text"}
     assert version.read(0, [1])[0]["photo"]["bytes"][:2] == b"\xff\xd8"
+
+
+def test_media_kind_from_the_column_name() -> None:
+    import pyarrow as pa
+
+    from loaders.kinds import infer_kind
+
+    media = pa.struct([("bytes", pa.binary()), ("path", pa.string())])
+    assert [infer_kind(n, media) for n in ("speech", "audio_16k", "clip", "photo", "x")] == ["audio", "audio", "video", "image", "image"]
+    assert [infer_kind(n, pa.binary()) for n in ("wav", "logging_blob", "payload")] == ["audio", "binary", "binary"]
