@@ -15,7 +15,7 @@ help:
 	@echo "make test   - set up (including Chromium) and run the whole test suite"
 	@echo "make bench  - run the benchmarks; results in bench/results/"
 
-$(VENV)/.base: pyproject.toml
+$(VENV)/.base: pyproject.toml setup.py
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	@$(BIN)/python -m pip install -q --disable-pip-version-check --upgrade pip
 	@$(BIN)/python -m pip install -q --disable-pip-version-check -e .

@@ -14,8 +14,20 @@ from jinja2.bccache import Bucket, BytecodeCache
 from . import urls
 
 REPO = Path(__file__).resolve().parent.parent
-TEMPLATES_DIR = REPO / "templates"
-STATIC_DIR = REPO / "static"
+
+
+def ui_dir(name: str) -> Path:
+    """Where ``templates`` or ``static`` is: inside the installed ``batchscope`` package, else the source checkout's.
+
+    A wheel ships both as package data of ``batchscope`` (``site-packages/batchscope/templates``);
+    in the repository they sit beside the packages.
+    """
+    installed = REPO / "batchscope" / name
+    return installed if installed.is_dir() else REPO / name
+
+
+TEMPLATES_DIR = ui_dir("templates")
+STATIC_DIR = ui_dir("static")
 
 _UNITS = ("B", "KB", "MB", "GB", "TB", "PB")
 

@@ -46,12 +46,15 @@ def _hf() -> Any:
     return datasets.Dataset, split_dataset_by_node
 
 
-def _streaming() -> Any:
-    # mosaicml-streaming's package __init__ imports its vision datasets and so
-    # torchvision; the torchvision wheel on PyPI is built against CUDA torch and
-    # cannot load beside a CPU-only torch. The partition and shuffle code is
-    # plain numpy, so fall back to importing those subpackages without running
-    # the top-level __init__.
+def import_streaming() -> None:
+    """Import mosaicml-streaming's package, or only make its subpackages importable when its ``__init__`` cannot run.
+
+    Its package ``__init__`` imports its vision datasets and so torchvision;
+    the torchvision wheel on PyPI is built against CUDA torch and cannot load
+    beside a CPU-only torch. The partition, shuffle and MDS writer code do not
+    need it, so on failure the package is registered without running its
+    top-level ``__init__`` and its subpackages import on their own.
+    """
     try:
         import streaming  # noqa: F401
     except Exception:  # noqa: BLE001 - any import failure: try the subpackages alone
@@ -64,6 +67,10 @@ def _streaming() -> Any:
         package.__path__ = list(spec.submodule_search_locations)
         package.__spec__ = spec
         sys.modules["streaming"] = package
+
+
+def _streaming() -> Any:
+    import_streaming()
     from streaming.base.partition import get_partitions
     from streaming.base.shuffle import get_shuffle
 

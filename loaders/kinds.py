@@ -18,6 +18,8 @@ KINDS: dict[str, str] = {
     "chat": "list<struct<role: string, content: string>>",
     "image": "binary (encoded PNG/JPEG/WebP/...) or struct<bytes: binary, path: string> (Hugging Face Image)",
     "video": "binary (encoded MP4/WebM/...), struct<bytes, path>, or a string URI",
+    "audio": "binary (encoded WAV/FLAC/MP3/OGG/...) or struct<bytes: binary, path: string> (Hugging Face Audio)",
+    "class_label": "integer class id; names from Hugging Face ClassLabel metadata shown beside it",
     "episode": "struct with list fields: frames (list<binary>), actions, rewards (list<float>), dones (list<bool>)",
     "rollout": "struct<prompt, completion, reward, advantage, group_id, logprobs: list<float>, ...>",
     "json": "any other struct, list or map; or a string column holding JSON",
@@ -27,7 +29,10 @@ KINDS: dict[str, str] = {
 
 _IMAGE_WORDS = ("image", "img", "photo", "picture", "jpeg", "jpg", "png", "pixel", "thumbnail")
 _VIDEO_WORDS = ("video", "clip", "mp4", "webm", "movie")
+_AUDIO_WORDS = ("audio", "speech", "sound", "wav", "flac", "mp3")
 _TOKEN_WORDS = ("input_ids", "token_ids", "tokens", "ids")
+#: Hugging Face feature ``_type`` → field kind.
+_HF_KINDS = {"Image": "image", "Video": "video", "Audio": "audio", "ClassLabel": "class_label"}
 
 
 def _has(name: str, words: tuple[str, ...]) -> bool:
@@ -56,7 +61,32 @@ def _hf_features(metadata: Mapping[bytes, bytes] | None) -> dict[str, object]:
 def _hf_kind(feature: object) -> str | None:
     if not isinstance(feature, dict):
         return None
-    return {"Image": "image", "Video": "video"}.get(str(feature.get("_type")))
+    return _HF_KINDS.get(str(feature.get("_type")))
+
+
+def class_names(metadata: Mapping[bytes, bytes] | None) -> dict[str, list[str]]:
+    """Column → class names, from the Hugging Face ``ClassLabel`` features in a schema's metadata.
+
+    >>> meta = {b"huggingface": b'{"info": {"features": {"label": {"_type": "ClassLabel", "names": ["neg", "pos"]}}}}'}
+    >>> class_names(meta)
+    {'label': ['neg', 'pos']}
+    """
+    found = {}
+    for column, feature in _hf_features(metadata).items():
+        if _hf_kind(feature) == "class_label":
+            names = feature.get("names")  # type: ignore[union-attr]
+            if isinstance(names, list) and all(isinstance(n, str) for n in names):
+                found[column] = names
+    return found
+
+
+def _media_kind(name: str) -> str:
+    """The media kind of bytes (or a ``{bytes, path}`` struct) from the column's name; image when it says nothing."""
+    if _has(name, _VIDEO_WORDS):
+        return "video"
+    if _has(name, _AUDIO_WORDS):
+        return "audio"
+    return "image"
 
 
 def infer_kind(name: str, type_: pa.DataType, hf_feature: object = None) -> str:
@@ -70,21 +100,21 @@ def infer_kind(name: str, type_: pa.DataType, hf_feature: object = None) -> str:
     hf = _hf_kind(hf_feature)
     if hf:
         return hf
+    if pa.types.is_dictionary(type_):  # pandas Categorical, Arrow dictionary encoding: the kind of its values
+        return infer_kind(name, type_.value_type)
     lowered = name.lower()
     if pa.types.is_string(type_) or pa.types.is_large_string(type_):
         if _has(name, _VIDEO_WORDS) and ("uri" in lowered or "path" in lowered or "url" in lowered):
             return "video"
         return "json" if "json" in lowered else "text"
     if pa.types.is_binary(type_) or pa.types.is_large_binary(type_):
-        if _has(name, _VIDEO_WORDS):
-            return "video"
-        if _has(name, _IMAGE_WORDS):
-            return "image"
+        if _has(name, _VIDEO_WORDS + _AUDIO_WORDS + _IMAGE_WORDS):
+            return _media_kind(name)
         return "binary"
     if pa.types.is_struct(type_):
         fields = _field_names(type_)
         if {"bytes", "path"} <= fields:
-            return "video" if _has(name, _VIDEO_WORDS) else "image"
+            return _media_kind(name)
         if {"prompt", "completion"} <= fields or {"completion", "reward"} <= fields:
             return "rollout"
         if any("action" in f for f in fields) and any("reward" in f for f in fields):

@@ -16,6 +16,7 @@ import pyarrow.parquet as pq
 from . import storage
 from .cache import ByteLRU
 from .errors import BatchscopeError, CorruptData, SampleNotFound
+from .kinds import class_names
 from .manifest import Manifest
 from .records import Record, content_key, record_key, table_records
 from .shards import OpenShard, ShardInfo
@@ -126,6 +127,12 @@ class DatasetVersion:
     @property
     def schema(self) -> pa.Schema:
         return self.manifest.schema
+
+    @functools.cached_property
+    def class_names(self) -> dict[str, list[str]]:
+        """Column → class names, for ``class_label`` columns whose Hugging Face ``ClassLabel`` metadata names them."""
+        names = class_names(self.schema.metadata)
+        return {column: names[column] for column, kind in self.kinds.items() if kind == "class_label" and column in names}
 
     @property
     def shards(self) -> tuple[ShardInfo, ...]:

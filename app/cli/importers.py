@@ -1,4 +1,4 @@
-"""CLI: ``batchscope import {jsonl,parquet,images,webdataset}`` bring other formats into the catalog."""
+"""CLI: ``batchscope import {jsonl,parquet,huggingface,mds,images,webdataset}`` bring other formats into the catalog."""
 
 from __future__ import annotations
 
@@ -20,15 +20,25 @@ RowGroupOption = Annotated[
     typer.Option("--row-group-size", min=1, help="Rows per row group (default: at most 1,000 rows and about 2 MB)."),
 ]
 KindOption = Annotated[list[str], typer.Option("--kind", help="Override a field kind: COLUMN=KIND (repeatable).")]
+CopyMediaOption = Annotated[
+    bool,
+    typer.Option("--copy-media", help="Copy the files of media stored only by path into the shards (else such rows are refused)."),
+]
+MediaRootOption = Annotated[
+    Optional[str],
+    typer.Option("--media-root", help="Folder the media paths must lie in (default: the source folder); others are refused."),
+]
 
 
 def install(app: typer.Typer) -> None:
     group = typer.Typer(
-        help="Import JSONL, Parquet from other tools, image folders or WebDataset tars as a new dataset version.",
+        help="Import JSONL, Parquet from other tools, Hugging Face folders, Mosaic MDS, image folders or WebDataset tars.",
         no_args_is_help=True,
     )
     group.command("jsonl")(jsonl)
     group.command("parquet")(parquet)
+    group.command("huggingface")(huggingface)
+    group.command("mds")(mds)
     group.command("images")(images)
     group.command("webdataset")(webdataset)
     app.add_typer(group, name="import")
@@ -65,10 +75,21 @@ def _progress(label: str, unit: str) -> Iterator[Callable[[int, Optional[int]], 
 
 
 def _run(label: str, unit: str, action: Callable[[Callable[[int, Optional[int]], None]], object]) -> None:
+    """Run an import with a progress bar; print the version id (``NAME VERSION`` lines when it made several datasets)."""
     with friendly_errors():
         with _progress(label, unit) as update:
-            version = action(update)
-        print(version.id)  # type: ignore[attr-defined]
+            result = action(update)
+        if isinstance(result, dict):
+            for dataset, version in result.items():
+                print(dataset, version.id)
+        else:
+            print(result.id)  # type: ignore[attr-defined]
+
+
+def _import(unit: str, importer: Callable[..., object], name: str, source: object, *, root: Optional[str], kind: list[str], **options: object) -> None:
+    """Run ``importer(catalog, name, source, kinds=..., progress=..., **options)`` with a progress bar counting ``unit``."""
+    kinds = _kinds(kind)
+    _run(f"import {name}", unit, lambda progress: importer(open_catalog(root), name, source, kinds=kinds, progress=progress, **options))
 
 
 def jsonl(
@@ -87,15 +108,10 @@ def jsonl(
     """Import JSON Lines files as a new version of NAME and print its version id."""
     from loaders.importers import import_jsonl
 
-    kinds = _kinds(kind)
-    _run(
-        f"import {name}",
-        "bytes",
-        lambda progress: import_jsonl(
-            open_catalog(root), name, files, key=key, tag=tag, json_columns=json_column, kinds=kinds,
-            rows_per_shard=rows_per_shard, row_group_size=row_group_size, progress=progress,
-        ),  # fmt: skip
-    )
+    _import(
+        "bytes", import_jsonl, name, files, root=root, kind=kind, key=key, tag=tag, json_columns=json_column,
+        rows_per_shard=rows_per_shard, row_group_size=row_group_size,
+    )  # fmt: skip
 
 
 def parquet(
@@ -104,6 +120,8 @@ def parquet(
     key: KeyOption = None,
     tag: TagOption = None,
     kind: KindOption = [],
+    copy_media: CopyMediaOption = False,
+    media_root: MediaRootOption = None,
     rows_per_shard: RowsPerShardOption = None,
     row_group_size: RowGroupOption = None,
     root: RootOption = None,
@@ -111,15 +129,51 @@ def parquet(
     """Rewrite Parquet written by other tools as a new version of NAME and print its version id."""
     from loaders.importers import import_parquet
 
-    kinds = _kinds(kind)
-    _run(
-        f"import {name}",
-        "rows",
-        lambda progress: import_parquet(
-            open_catalog(root), name, paths, key=key, tag=tag, kinds=kinds,
-            rows_per_shard=rows_per_shard, row_group_size=row_group_size, progress=progress,
-        ),  # fmt: skip
-    )
+    _import(
+        "rows", import_parquet, name, paths, root=root, kind=kind, key=key, tag=tag, copy_media=copy_media, media_root=media_root,
+        rows_per_shard=rows_per_shard, row_group_size=row_group_size,
+    )  # fmt: skip
+
+
+def huggingface(
+    name: Annotated[str, typer.Argument(help="Dataset name; each split is imported as NAME.SPLIT (NAME.CONFIG.SPLIT).")],
+    source: Annotated[str, typer.Argument(help="A save_to_disk folder (Dataset or DatasetDict) or a Hub-style folder.")],
+    split: Annotated[list[str], typer.Option("--split", help="Import only this split (train, config.train; repeatable).")] = [],
+    key: KeyOption = None,
+    tag: TagOption = None,
+    kind: KindOption = [],
+    copy_media: CopyMediaOption = False,
+    media_root: MediaRootOption = None,
+    rows_per_shard: RowsPerShardOption = None,
+    row_group_size: RowGroupOption = None,
+    root: RootOption = None,
+) -> None:
+    """Import every split of a Hugging Face dataset folder as its own dataset; print NAME.SPLIT and the version id of each."""
+    from loaders.importers import import_huggingface
+
+    _import(
+        "rows", import_huggingface, name, source, root=root, kind=kind, splits=split or None, key=key, tag=tag, copy_media=copy_media, media_root=media_root,
+        rows_per_shard=rows_per_shard, row_group_size=row_group_size,
+    )  # fmt: skip
+
+
+def mds(
+    name: Annotated[str, typer.Argument(help="Dataset name.")],
+    source: Annotated[str, typer.Argument(help="A Mosaic MDS folder (its index.json and shard files).")],
+    key: KeyOption = None,
+    tag: TagOption = None,
+    kind: KindOption = [],
+    rows_per_shard: RowsPerShardOption = None,
+    row_group_size: RowGroupOption = None,
+    root: RootOption = None,
+) -> None:
+    """Import Mosaic MDS shards (encoded images kept as stored) as a new version of NAME and print its version id."""
+    from loaders.importers import import_mds
+
+    _import(
+        "rows", import_mds, name, source, root=root, kind=kind, key=key, tag=tag,
+        rows_per_shard=rows_per_shard, row_group_size=row_group_size,
+    )  # fmt: skip
 
 
 def images(
@@ -134,14 +188,10 @@ def images(
     """Import an image folder as a new version of NAME (key: the relative path) and print its version id."""
     from loaders.importers import import_images
 
-    _run(
-        f"import {name}",
-        "files",
-        lambda progress: import_images(
-            open_catalog(root), name, folder, tag=tag, verify=not no_verify,
-            rows_per_shard=rows_per_shard, row_group_size=row_group_size, progress=progress,
-        ),  # fmt: skip
-    )
+    _import(
+        "files", import_images, name, folder, root=root, kind=[], tag=tag, verify=not no_verify,
+        rows_per_shard=rows_per_shard, row_group_size=row_group_size,
+    )  # fmt: skip
 
 
 def webdataset(
@@ -156,12 +206,7 @@ def webdataset(
     """Import WebDataset tar shards as a new version of NAME (key: the sample key) and print its version id."""
     from loaders.importers import import_webdataset
 
-    kinds = _kinds(kind)
-    _run(
-        f"import {name}",
-        "bytes",
-        lambda progress: import_webdataset(
-            open_catalog(root), name, shards, tag=tag, kinds=kinds,
-            rows_per_shard=rows_per_shard, row_group_size=row_group_size, progress=progress,
-        ),  # fmt: skip
-    )
+    _import(
+        "bytes", import_webdataset, name, shards, root=root, kind=kind, tag=tag,
+        rows_per_shard=rows_per_shard, row_group_size=row_group_size,
+    )  # fmt: skip

@@ -104,6 +104,8 @@ class ColumnInfo:
     min: str | None
     max: str | None
     searchable: bool
+    #: Class names of a ``class_label`` column (index → name).
+    classes: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -205,6 +207,7 @@ def _columns(version: DatasetVersion) -> tuple[list[ColumnInfo], bool]:
                 min=s.min if s else None,
                 max=s.max if s else None,
                 searchable=f.name in can_search,
+                classes=version.class_names.get(f.name, []),
             )
         )
     return columns, complete
@@ -268,6 +271,7 @@ def rows_block(
                     tokenizer=tokenizer,
                     highlight=q if q and c == column else None,
                     where=version.where(shard, row),
+                    class_names=version.class_names.get(c, ()),
                 ),
             )
             for c in columns

@@ -87,9 +87,30 @@ def _groups(version: DatasetVersion, index: int, *, backward: bool) -> Iterator[
             yield number, g, starts[g]
 
 
+def _is_text(type_: pa.DataType) -> bool:
+    if pa.types.is_dictionary(type_):  # pandas Categorical, Arrow dictionary encoding
+        type_ = type_.value_type
+    return pa.types.is_string(type_) or pa.types.is_large_string(type_)
+
+
 def searchable(version: DatasetVersion) -> list[str]:
-    """Columns search can scan: string columns."""
-    return [f.name for f in version.schema if pa.types.is_string(f.type) or pa.types.is_large_string(f.type)]
+    """Columns search can scan: text columns (dictionary-encoded ones too), then class labels (the default is the first)."""
+    labels = [f.name for f in version.schema if version.kinds.get(f.name) == "class_label" and pa.types.is_integer(f.type)]
+    return [f.name for f in version.schema if _is_text(f.type)] + labels
+
+
+def matches(version: DatasetVersion, column: str, values: pa.ChunkedArray | pa.Array, query: str) -> pa.ChunkedArray | pa.Array:
+    """Which ``values`` of ``column`` match ``query``: a substring of the text (any case); for a class label,
+    the class id itself or any class whose name contains the query."""
+    if version.kinds.get(column) == "class_label" and pa.types.is_integer(values.type):
+        names = version.class_names.get(column, [])
+        wanted = [i for i, name in enumerate(names) if query.lower() in name.lower()]
+        if query.strip().lstrip("-").isdigit():
+            wanted.append(int(query))
+        return pc.is_in(values, value_set=pa.array(wanted, pa.int64()).cast(values.type, safe=False))
+    if pa.types.is_dictionary(values.type):
+        values = values.cast(values.type.value_type)
+    return pc.match_substring(values, query, ignore_case=True)
 
 
 def search(
@@ -120,8 +141,8 @@ def search(
     stopped = False
     for shard, group, first in _groups(version, cursor, backward=backward):
         table = version.row_group(shard, group).select([column])
-        matches = pc.fill_null(pc.match_substring(table.column(column), query, ignore_case=True), False)
-        hits = [first + int(i) for i in pc.indices_nonzero(matches).to_pylist()]
+        found_here = pc.fill_null(matches(version, column, table.column(column), query), False)
+        hits = [first + int(i) for i in pc.indices_nonzero(found_here).to_pylist()]
         if backward:
             hits = [h for h in reversed(hits) if h <= cursor]
             scanned_from = first

@@ -17,7 +17,7 @@ from .common import Link
 from .datasets import version_tokenizer
 
 #: Kinds whose stored bytes the media endpoint serves.
-MEDIA_KINDS = ("binary", "image", "video")
+MEDIA_KINDS = ("binary", "image", "video", "audio")
 #: How many of a sample's flags its flag form lists (newest first).
 FLAGS_SHOWN = 20
 
@@ -134,6 +134,7 @@ def render_fields(
             collapse_chars=collapse_chars,
             token_threshold=token_threshold,
             where=version.where(shard, row),
+            class_names=version.class_names.get(column, ()),
         )
         blocks.append(FieldBlock(column, kind, fragment, render_field(record.get(column), ctx)))
     return blocks

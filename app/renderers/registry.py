@@ -19,7 +19,7 @@ import importlib
 import logging
 import pkgutil
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable, ClassVar, Mapping
+from typing import TYPE_CHECKING, Any, Callable, ClassVar, Mapping, Sequence
 
 if TYPE_CHECKING:
     from tokenizers import Tokenizer
@@ -48,6 +48,8 @@ class FieldContext:
     token_threshold: int = 1024
     #: Where the value came from, for error messages: ``dataset d version v shard s row r``.
     where: str = ""
+    #: The class names of a ``class_label`` field (index → name), from the dataset's feature metadata.
+    class_names: Sequence[str] = ()
 
 
 @dataclass

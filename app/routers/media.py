@@ -60,8 +60,20 @@ def _filename(key: str, field: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "_", f"{key}-{field}")[:120] + ".bin"
 
 
+#: Audio signatures: (offset, bytes) → type.
+_AUDIO_SIGNATURES = (
+    (8, b"WAVE", "audio/wav"),
+    (0, b"fLaC", "audio/flac"),
+    (0, b"OggS", "audio/ogg"),
+    (0, b"ID3", "audio/mpeg"),
+    (0, b"\xff\xfb", "audio/mpeg"),
+    (0, b"\xff\xf3", "audio/mpeg"),
+    (8, b"M4A ", "audio/mp4"),
+)
+
+
 def content_type(head: bytes) -> str:
-    """The type browsers may show inline, from the first bytes: PNG/JPEG/GIF/WebP, MP4/QuickTime, WebM; else octet-stream.
+    """The type browsers may show inline, from the first bytes: PNG/JPEG/GIF/WebP, MP4/QuickTime, WebM, WAV/FLAC/Ogg/MP3/M4A.
 
     SVG (which can carry scripts) and every unknown type are ``application/octet-stream``.
 
@@ -71,6 +83,9 @@ def content_type(head: bytes) -> str:
     found = media_type(head)
     if found != "application/octet-stream":
         return found
+    for offset, signature, audio in _AUDIO_SIGNATURES:
+        if head[offset : offset + len(signature)] == signature:
+            return audio
     if head[4:8] == b"ftyp":
         return "video/quicktime" if head[8:12] == b"qt  " else "video/mp4"
     if head.startswith(b"\x1aE\xdf\xa3") and b"webm" in head[:64]:
@@ -163,7 +178,7 @@ def _original(request: Request, media: MediaField) -> Response:
     if data is not None:
         tag = '"' + hashlib.sha256(data).hexdigest()[:40] + '"'
         return ranged(request, size=len(data), read=lambda o, n: data[o : o + n], tag=tag, filename=filename)
-    path = media.stored_path() if media.kind in MEDIA_KINDS else None
+    path = media.stored_path() if media.kind in (*MEDIA_KINDS, "audio") else None
     if path is None:
         raise SampleNotFound(f"{media.version.where(media.shard, media.row)} field {media.field!r} holds no stored bytes")
     found = storage.stat(path)

@@ -28,7 +28,7 @@ _WORD = re.compile(r"\w+|\s+|[^\w\s]+", re.UNICODE)
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _SEQUENCE_KINDS = {"tokens", "mask", "labels"}
 _STRUCTURED_KINDS = {"chat", "json", "rollout", "episode"}
-_MEDIA_KINDS = {"image", "video"}
+_MEDIA_KINDS = {"image", "video", "audio"}
 
 
 def same(a: Any, b: Any) -> bool:

@@ -20,7 +20,8 @@ import pyarrow.parquet as pq
 from ..catalog import Catalog
 from ..errors import RegistrationError
 from ..version import DatasetVersion
-from .writer import MAX_ROW_GROUP_ROWS, Progress, input_files, staged_import
+from .hf_layout import shard_split
+from .writer import MAX_ROW_GROUP_ROWS, Progress, input_files, write_files
 
 SUFFIXES = (".parquet", ".parq", ".pq")
 _INDEX_COLUMN = re.compile(r"^__index_level_\d+__$")
@@ -52,7 +53,7 @@ def _metadata(schema: pa.Schema) -> dict[bytes, bytes]:
     return {k: v for k, v in (schema.metadata or {}).items() if not k.startswith(_DROPPED_METADATA)}
 
 
-def _read_schema(path: str) -> pa.Schema:
+def read_schema(path: str) -> pa.Schema:
     try:
         return pq.read_schema(path)
     except (pa.ArrowException, OSError) as exc:
@@ -60,11 +61,11 @@ def _read_schema(path: str) -> pa.Schema:
 
 
 def _unified_schema(files: list[str], partitions: dict[str, list[tuple[str, str | None]]]) -> pa.Schema:
-    first = _read_schema(files[0])
+    first = read_schema(files[0])
     fields = {f.name: f for f in _data_fields(first)}
     order = list(fields)
     for path in files[1:]:
-        for field in _data_fields(_read_schema(path)):
+        for field in _data_fields(read_schema(path)):
             if field.name not in fields:
                 fields[field.name] = field.with_nullable(True)
                 order.append(field.name)
@@ -113,12 +114,17 @@ def import_parquet(
     row_group_size: int | None = None,
     kinds: Mapping[str, str] | None = None,
     progress: Progress | None = None,
+    copy_media: bool = False,
+    media_root: str | None = None,
 ) -> DatasetVersion:
     """Rewrite Parquet files or folders written by other tools as a new version of ``name``.
 
     Files are read in sorted path order, one batch at a time; columns missing
     from some files are null there; compatible types are widened (int32 and
-    int64 → int64), incompatible ones are an error naming both files.
+    int64 → int64), incompatible ones are an error naming both files. A
+    folder holding several Hugging Face splits is refused (``import_huggingface``
+    imports each on its own). Media stored only by path is refused, or with
+    ``copy_media`` copied from below ``media_root`` (default: the folder given).
 
     >>> import_parquet(catalog, "squad", "exports/squad/", tag="v1")  # doctest: +SKIP
     DatasetVersion(squad@3f2a..., rows=87599, shards=1)
@@ -134,20 +140,23 @@ def import_parquet(
             total += pq.ParquetFile(path).metadata.num_rows
         except (pa.ArrowException, OSError) as exc:
             raise RegistrationError(f"{path}: not a readable Parquet file ({exc})") from exc
-    with staged_import(catalog, name, "parquet") as staging:
-        writer = staging.writer(schema, rows_per_shard=rows_per_shard, row_group_size=row_group_size, key=key)
-        done = 0
-        for path in files:
-            row = 0
-            try:
-                for batch in pq.ParquetFile(path).iter_batches(batch_size=row_group_size or MAX_ROW_GROUP_ROWS):
-                    table = _conform(pa.Table.from_batches([batch]), schema, partitions[path])
-                    where = [f"{path} row {row + i}" for i in range(len(table))] if key is not None else path
-                    writer.write(table, where=where)
-                    row += len(table)
-                    done += len(table)
-                    if progress is not None:
-                        progress(done, total)
-            except (pa.ArrowException, OSError) as exc:
-                raise RegistrationError(f"{path}: cannot read row {row}: {exc}") from exc
-        return staging.publish(source=", ".join(files), key=key, tag=tag, kinds=kinds)
+    refuse_merged_splits(files, roots)
+    read = lambda path: (  # noqa: E731
+        _conform(pa.Table.from_batches([batch]), schema, partitions[path])
+        for batch in pq.ParquetFile(path).iter_batches(batch_size=row_group_size or MAX_ROW_GROUP_ROWS)
+    )
+    return write_files(
+        catalog, name, files, fmt="parquet", schema=schema, read=read, total=total, source=", ".join(files),
+        tag=tag, key=key, rows_per_shard=rows_per_shard, row_group_size=row_group_size, kinds=kinds,
+        progress=progress, copy_media=copy_media, media_root=media_root or (roots[0] if len(roots) == 1 else None),
+    )  # fmt: skip
+
+
+def refuse_merged_splits(files: list[str], roots: list[str]) -> None:
+    """Refuse a folder holding several Hugging Face splits (``train-*``, ``test-*``): merging them would be silent."""
+    splits = sorted({split for path in files if (split := shard_split(os.path.basename(path)))})
+    if len(splits) > 1:
+        raise RegistrationError(
+            f"{', '.join(roots or files)} holds the splits {', '.join(splits)}; import it with `batchscope import huggingface` "
+            "(one dataset per split), or name the files of one split"
+        )

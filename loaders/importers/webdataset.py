@@ -3,7 +3,7 @@
 As in WebDataset, a member's key is its path up to the first dot of its file
 name and the rest is its extension (``train/0001.seg.json`` → key
 ``train/0001``, column ``seg_json``). The extension picks the column type:
-text, JSON text, integer class, image or video struct, else raw bytes.
+text, JSON text, integer class, image, video or audio struct, else raw bytes.
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ JSON_EXTENSIONS = frozenset({"json", "jsn"})
 INT_EXTENSIONS = frozenset({"cls", "cls2", "index"})
 IMAGE_EXTENSIONS = frozenset({"jpg", "jpeg", "png", "webp", "gif", "bmp", "tif", "tiff", "ppm", "pgm"})
 VIDEO_EXTENSIONS = frozenset({"mp4", "webm", "mkv", "mov", "avi"})
+AUDIO_EXTENSIONS = frozenset({"wav", "flac", "mp3", "ogg", "opus", "m4a"})
 #: Samples per batch handed to the shard writer, and at most about this many bytes.
 _BATCH = 64
 _BATCH_BYTES = 16 << 20
@@ -59,6 +60,8 @@ def column_of(extension: str) -> tuple[str, pa.DataType, str]:
         return column, MEDIA, "image"
     if last in VIDEO_EXTENSIONS:
         return column, MEDIA, "video"
+    if last in AUDIO_EXTENSIONS:
+        return column, MEDIA, "audio"
     return column, pa.binary(), "binary"
 
 
@@ -164,7 +167,7 @@ def import_webdataset(
     Columns: ``id`` (the sample key) and one per member extension, sorted by
     name: ``.txt`` → text, ``.json`` → JSON text, ``.cls`` → int64,
     ``.jpg/.png/.webp/...`` → image ``{bytes, path}``, ``.mp4/.webm/...`` →
-    video ``{bytes, path}``, anything else → binary. A sample without some
+    video ``{bytes, path}``, ``.wav/.flac/.mp3/...`` → audio ``{bytes, path}``, anything else → binary. A sample without some
     extension has null there. Keys must be unique across all shards.
 
     >>> import_webdataset(catalog, "laion-mini", "shards/", tag="v1").schema.names  # doctest: +SKIP

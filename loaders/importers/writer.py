@@ -14,7 +14,7 @@ import hashlib
 import os
 import shutil
 import uuid
-from typing import Any, Callable, Iterator, Mapping, Sequence
+from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence, TypedDict, Unpack
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -26,6 +26,20 @@ from ..version import DatasetVersion
 
 #: ``progress(done, total)``: called as an import advances; ``total`` is None while unknown.
 Progress = Callable[[int, "int | None"], None]
+
+class ImportOptions(TypedDict, total=False):
+    """The options every importer takes (keyword-only), besides its own."""
+
+    #: Tag to move to the new version.
+    tag: str | None
+    #: Column whose values identify rows (unique).
+    key: str | None
+    rows_per_shard: int | None
+    row_group_size: int | None
+    #: Field kind overrides, column → kind.
+    kinds: Mapping[str, str] | None
+    progress: Progress | None
+
 
 #: Row-group size limits: at most this many rows...
 MAX_ROW_GROUP_ROWS = 1000
@@ -252,6 +266,50 @@ def staged_import(catalog: Catalog, name: str, fmt: str) -> Iterator[Staging]:
         if isinstance(exc, (OSError, pa.ArrowException, ValueError)):
             raise RegistrationError(f"importing {name} failed: {exc}") from exc
         raise
+
+
+def write_files(
+    catalog: Catalog,
+    name: str,
+    files: Sequence[str],
+    *,
+    fmt: str,
+    schema: pa.Schema,
+    read: Callable[[str], Iterable[pa.Table]],
+    total: int | None,
+    source: str,
+    copy_media: bool = False,
+    media_root: str | None = None,
+    **options: Unpack[ImportOptions],
+) -> DatasetVersion:
+    """Write the tables ``read(path)`` yields for each file (already in ``schema``) as shards, and register them.
+
+    Path-only media values are copied in or refused (``MediaFiles``); a read
+    error names the file and the row it stopped at.
+    """
+    from .media_files import MediaFiles
+
+    key, kinds, progress = options.get("key"), options.get("kinds"), options.get("progress")
+    media = MediaFiles(schema, copy=copy_media, root=media_root, kinds=kinds)
+    with staged_import(catalog, name, fmt) as staging:
+        writer = staging.writer(
+            schema, rows_per_shard=options.get("rows_per_shard"), row_group_size=options.get("row_group_size"), key=key
+        )
+        done = 0
+        for path in files:
+            row = 0
+            try:
+                for table in read(path):
+                    table = media.fill(table, where=path, first_row=row)
+                    where = [f"{path} row {row + i}" for i in range(len(table))] if key is not None else path
+                    writer.write(table, where=where)
+                    row += len(table)
+                    done += len(table)
+                    if progress is not None:
+                        progress(done, total)
+            except (pa.ArrowException, OSError) as exc:
+                raise RegistrationError(f"{path}: cannot read row {row}: {exc}") from exc
+        return staging.publish(source=source, key=key, tag=options.get("tag"), kinds=kinds)
 
 
 def input_files(

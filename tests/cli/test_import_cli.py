@@ -94,3 +94,34 @@ def test_import_unreadable_image_names_the_file(tmp_path: Path) -> None:
     assert done.returncode == 1 and "Traceback" not in done.stderr
     assert re.search(r"error: .*dog/x\.jpg: not a readable image", done.stderr), done.stderr
     assert Catalog(tmp_path / "root").datasets() == []
+
+
+def test_import_huggingface_prints_one_line_per_split_and_copies_media(tmp_path: Path) -> None:
+    from tests.support import peers
+
+    folder = peers.hf_saved_dict(tmp_path / "saved")
+    root = tmp_path / "root"
+    done = batchscope("import", "huggingface", "pets", folder, "--tag", "v1", "--root", root)
+    assert done.returncode == 0, done.stderr
+    catalog = Catalog(root)
+    assert done.stdout == "".join(f"pets.{s} {catalog.resolve(f'pets.{s}@v1').id}\n" for s in ("train", "test"))
+    media = tmp_path / "media"
+    media.mkdir()
+    (media / "a.png").write_bytes(peers.png(7))
+    (tmp_path / "hub" / "data").mkdir(parents=True)
+    peers.hf_dataset(image_paths=[str(media / "a.png")] * 4).to_parquet(str(tmp_path / "hub" / "data" / "train-00000-of-00001.parquet"))
+    refused = batchscope("import", "huggingface", "pics", tmp_path / "hub", "--root", root)
+    assert refused.returncode == 1 and "holds only the path" in refused.stderr and "--copy-media" in refused.stderr
+    copied = batchscope("import", "huggingface", "pics", tmp_path / "hub", "--copy-media", "--media-root", media, "--root", root)
+    assert copied.returncode == 0, copied.stderr
+    assert [r["picture"] for r in rows(catalog, "pics.train")] == [{"bytes": peers.png(7), "path": "a.png"}] * 4
+
+
+def test_import_mds_prints_the_version_id(tmp_path: Path) -> None:
+    from tests.support import peers
+
+    folder = peers.mds_folder(tmp_path / "mds")
+    root = tmp_path / "root"
+    version_id = imported(batchscope("import", "mds", "shots", folder, "--key", "text", "--root", root))
+    assert Catalog(root).resolve("shots").id == version_id
+    assert [r["text"] for r in rows(Catalog(root), "shots")] == peers.TEXTS
