@@ -93,6 +93,14 @@ class CorruptData(IntegrityError):
     """A shard or a record cannot be decoded; the message names dataset, version, shard and row."""
 
 
+class CatalogCorrupt(IntegrityError):
+    """A catalog file (manifest, refs.json, tokenizer names, key index...) is unreadable or fails its check; names the file."""
+
+
+class MediaChanged(ChecksumMismatch):
+    """A media file stored by path beside a shard changed after registration."""
+
+
 class DecodeError(BatchscopeError):
     """A value (image, video, chat) cannot be decoded or rendered; names the cause."""
 
