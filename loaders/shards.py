@@ -22,9 +22,12 @@ import pyarrow.parquet as pq
 
 from . import storage
 from .errors import ChecksumMismatch, CorruptData, RegistrationError
+from .parquet_check import footer_problem, pages_problem
 
 _MAGIC = b"PAR1"
 _HASH_CHUNK = 8 << 20
+#: Segments up to this size are read whole at registration, so their page headers are checked there too.
+_CHECKED_SEGMENT = 64 << 20
 
 
 def _digest(data: bytes | memoryview) -> str:
@@ -123,16 +126,21 @@ def scan_shard(uri: str) -> tuple[ShardInfo, pa.Schema]:
         raise RegistrationError(f"{uri}: not a Parquet file (no PAR1 magic at the start)")
     footer_start, footer = _footer_bounds(uri, info.size)
     metadata = _parse_footer(uri, footer)
+    problem = footer_problem(metadata, body_end=footer_start)
+    if problem is not None:
+        raise RegistrationError(f"{uri}: {problem}")
     starts = _row_group_starts(metadata)
     rows = tuple(metadata.row_group(i).num_rows for i in range(metadata.num_row_groups))
-    if sum(rows) != metadata.num_rows:
-        raise RegistrationError(f"{uri}: footer says {metadata.num_rows} rows but its row groups hold {sum(rows)}")
     boundaries = [0] + starts[1:] + [footer_start]
     if any(later <= earlier for earlier, later in zip(boundaries, boundaries[1:])):
         # Legal but rare layouts (row groups out of file order, no row groups):
         # check the whole body as one segment.
         boundaries = [0, footer_start]
-    digests = [_hash_range(uri, a, b) for a, b in zip(boundaries, boundaries[1:])]
+    per_group = len(boundaries) - 1 == metadata.num_row_groups
+    digests = []
+    for segment, (a, b) in enumerate(zip(boundaries, boundaries[1:])):
+        groups = [segment] if per_group else list(range(metadata.num_row_groups))
+        digests.append(_scan_segment(uri, metadata, a, b, groups))
     shard = ShardInfo(
         uri=uri,
         size=info.size,
@@ -147,6 +155,20 @@ def scan_shard(uri: str) -> tuple[ShardInfo, pa.Schema]:
     except Exception as exc:
         raise RegistrationError(f"{uri}: schema cannot be read as Arrow ({exc})") from exc
     return shard, schema
+
+
+def _scan_segment(uri: str, metadata: pq.FileMetaData, start: int, end: int, groups: list[int]) -> str:
+    """The digest of bytes ``[start, end)``; a segment small enough to hold is also checked page by page."""
+    if end - start > _CHECKED_SEGMENT:
+        return _hash_range(uri, start, end)  # its pages are checked on every read instead
+    data = storage.read_range(uri, start, end - start, cache=False)
+    if len(data) != end - start:
+        raise RegistrationError(f"{uri}: file ended at byte {start + len(data)}, expected {end}")
+    for group in groups:
+        problem = pages_problem(metadata, group, memoryview(data), start)
+        if problem is not None:
+            raise RegistrationError(f"{uri}: {problem}")
+    return _digest(data)
 
 
 def _hash_range(uri: str, start: int, end: int) -> str:
@@ -224,6 +246,9 @@ class OpenShard:
             raise ChecksumMismatch(f"{where}: footer of shard {shard.uri} changed after registration")
         self._footer = footer
         self.metadata = _parse_footer(shard.uri, footer)
+        problem = footer_problem(self.metadata, body_end=self._footer_start)
+        if problem is not None:  # registered before footers were bounded: refuse before allocating anything
+            raise CorruptData(f"{where}: shard {shard.uri}: {problem}")
 
     def _segment_of(self, row_group: int) -> int:
         return row_group if len(self.shard.segment_digests) == len(self.shard.row_groups) else 0
@@ -245,6 +270,9 @@ class OpenShard:
                 f"{self.where}: row group {row_group} of shard {self.shard.uri} (bytes {start}-{end}) "
                 "does not match its registered checksum"
             )
+        problem = pages_problem(self.metadata, row_group, segment_view, start)
+        if problem is not None:
+            raise CorruptData(f"{self.where}: shard {self.shard.uri}: {problem}")
         view[self._footer_start : self.shard.size] = self._footer
         try:
             parquet = pq.ParquetFile(pa.BufferReader(sparse), metadata=self.metadata, pre_buffer=False)

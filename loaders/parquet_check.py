@@ -1,0 +1,110 @@
+"""Checks of what a Parquet footer and its page headers claim, before anything is allocated from those claims.
+
+A footer is data like any other: it can claim 10^12 rows in a 2.6 KB file, or
+one row in a row group whose pages hold 25 (Arrow then reads one and the other
+24 vanish). :func:`footer_problem` bounds the footer's numbers by the file's
+real size; :func:`pages_problem` walks the page headers of a row group's
+(already verified) bytes and compares the values they hold with the footer's
+row count. Both return a sentence saying what is wrong, or None.
+
+>>> footer_problem.__name__
+'footer_problem'
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import pyarrow.parquet as pq
+
+from .thrift_compact import CompactReader
+
+#: Rows a row group may claim per byte it really occupies (pyarrow writes at most ~600 for all-null or constant
+#: columns); beyond it a footer is a decompression bomb, refused before anything is allocated.
+MAX_ROWS_PER_BYTE = int(os.environ.get("BATCHSCOPE_MAX_ROWS_PER_BYTE", "4096"))
+#: A row group may always claim this many rows, whatever its size.
+MIN_ROW_ALLOWANCE = 65_536
+
+_DATA_PAGE, _DICTIONARY_PAGE, _DATA_PAGE_V2 = 0, 2, 3
+
+
+def _chunk_start(column: Any) -> int:
+    start = column.data_page_offset
+    if column.has_dictionary_page and column.dictionary_page_offset is not None:
+        start = min(start, column.dictionary_page_offset)
+    return int(start)
+
+
+def footer_problem(metadata: pq.FileMetaData, *, body_end: int) -> str | None:
+    """What is impossible in a footer for a file whose row groups must lie in bytes ``[4, body_end)``."""
+    total = 0
+    for g in range(metadata.num_row_groups):
+        group = metadata.row_group(g)
+        rows = group.num_rows
+        if rows < 0:
+            return f"row group {g} claims {rows} rows"
+        occupied = 0
+        for j in range(group.num_columns):
+            column = group.column(j)
+            start, size = _chunk_start(column), column.total_compressed_size
+            if start < 4 or size < 0 or start + size > body_end:
+                return (
+                    f"row group {g} column {column.path_in_schema!r} claims bytes {start}-{start + size}, "
+                    f"outside the data of the file (bytes 4-{body_end})"
+                )
+            if column.num_values < 0:
+                return f"row group {g} column {column.path_in_schema!r} claims {column.num_values} values"
+            if metadata.schema.column(j).max_repetition_level == 0 and column.num_values != rows:
+                return f"row group {g} claims {rows} rows but its column {column.path_in_schema!r} holds {column.num_values} values"
+            occupied += size
+        limit = max(MIN_ROW_ALLOWANCE, MAX_ROWS_PER_BYTE * occupied)
+        if rows > limit:
+            return (
+                f"row group {g} claims {rows:,} rows in {occupied:,} bytes (at most {limit:,} are plausible); "
+                "refused as a decompression bomb"
+            )
+        total += rows
+    if total != metadata.num_rows:
+        return f"footer says {metadata.num_rows} rows but its row groups hold {total}"
+    return None
+
+
+def _walk_chunk(data: memoryview, base: int, start: int, size: int) -> tuple[int, int | None]:
+    """``(values in data pages, rows in v2 data pages or None)`` of one column chunk whose bytes are in ``data``."""
+    pos, end = start - base, start - base + size
+    values, rows = 0, None
+    while pos < end:
+        reader = CompactReader(data, pos, end)
+        header = reader.struct()
+        compressed = header.get(3)
+        if not isinstance(compressed, int) or compressed < 0 or reader.pos + compressed > end:
+            raise ValueError(f"a page at byte {base + pos} claims {compressed} bytes, past the end of its column chunk")
+        kind = header.get(1)
+        if kind == _DATA_PAGE:
+            values += int((header.get(5) or {}).get(1, 0))
+        elif kind == _DATA_PAGE_V2:
+            v2 = header.get(8) or {}
+            values += int(v2.get(1, 0))
+            rows = (rows or 0) + int(v2.get(3, 0))
+        pos = reader.pos + compressed
+    return values, rows
+
+
+def pages_problem(metadata: pq.FileMetaData, group: int, data: memoryview, base: int) -> str | None:
+    """Compare the rows row group ``group`` claims with what its page headers hold (``data`` holds its bytes from ``base``)."""
+    meta = metadata.row_group(group)
+    claimed = meta.num_rows
+    for j in range(meta.num_columns):
+        column = meta.column(j)
+        try:
+            values, rows = _walk_chunk(data, base, _chunk_start(column), column.total_compressed_size)
+        except (ValueError, IndexError) as exc:
+            return f"row group {group} column {column.path_in_schema!r}: unreadable page headers ({exc})"
+        flat = metadata.schema.column(j).max_repetition_level == 0
+        held = values if flat else rows
+        if held is not None and held != claimed:
+            return f"row group {group} holds {held} rows (pages of column {column.path_in_schema!r}) but its footer says {claimed}"
+        if not flat and values < claimed:
+            return f"row group {group} claims {claimed} rows but column {column.path_in_schema!r} holds only {values} values"
+    return None
