@@ -8,7 +8,6 @@ from typing import Any
 from loaders import Catalog, DatasetVersion
 from loaders.catalog import check_name
 from loaders.errors import InvalidPlan, TokenizerNotFound
-from loaders.records import record_key
 
 from .. import urls
 from ..jsonable import html_only
@@ -240,7 +239,7 @@ def rows_block(
     entries = []
     for index, record in zip(found.indices, found.records):
         shard, row = version.locate(index)
-        key = record_key(record, version.key)
+        key = version.key_at(shard, row, record)
         cells = [
             render_cell(
                 record.get(c),

@@ -7,7 +7,7 @@ from typing import Any
 
 from loaders import Catalog, DatasetVersion
 from loaders.errors import BatchscopeError, SampleNotFound
-from loaders.records import Record, record_key
+from loaders.records import Record
 
 from .. import urls
 from ..flags import Flag, FlagFilter, FlagStore
@@ -77,7 +77,7 @@ def _neighbour(version: DatasetVersion, index: int, **query: Any) -> str | None:
     if not 0 <= index < version.rows:
         return None
     try:
-        key = record_key(version.record(index), version.key)
+        key = version.key_at(*version.locate(index), version.record(index))
     except BatchscopeError:  # a broken neighbour must not break this sample's page; it just gets no link
         return None
     return urls.sample(version.name, version, key, **query)

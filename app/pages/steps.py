@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from loaders import Batch, Catalog, Run, Sample
+from loaders import Batch, Catalog, Document, Run, Sample
 from loaders.errors import RankOutOfRange, SampleNotFound
 
 from .. import urls
@@ -182,6 +182,14 @@ class Against:
     samples: list[Comparison]
 
 
+def link_key(run: Run, document: Document) -> str:
+    """The key a permalink to ``document`` uses: its version's key for that row (``~N`` for an allowed duplicate)."""
+    version = run.version(document.source)
+    if not version.manifest.key_suffixes:
+        return document.key
+    return version.key_at(document.address.shard, document.address.row, document.record)
+
+
 def compare_against(run: Run, batch: Batch, other: str) -> Against:
     """Recompute this (step, rank) with one source swapped and say, sample by sample, what changes."""
     from loaders.records import digest
@@ -205,7 +213,7 @@ def compare_against(run: Run, batch: Batch, other: str) -> Against:
                 keys=keys,
                 other_keys=other_keys,
                 other_versions=[d.address.version for d in alt.documents],
-                other_urls=[urls.sample(d.address.dataset, d.address.version, d.key) for d in alt.documents],
+                other_urls=[urls.sample(d.address.dataset, d.address.version, link_key(alternative, d)) for d in alt.documents],
             )
         )
     changed = sum(1 for r in rows if r.status != "same")
@@ -271,13 +279,13 @@ def _sample_entry(
     documents = [
         DocumentEntry(
             source=d.source_name,
-            key=d.key,
+            key=(key := link_key(run, d)),
             dataset=d.address.dataset,
             version=d.address.version,
             shard=d.address.shard,
             row=d.address.row,
             epoch=d.epoch,
-            url=urls.sample(d.address.dataset, d.address.version, d.key),
+            url=urls.sample(d.address.dataset, d.address.version, key),
             span=d.span,
         )
         for d in sample.documents
@@ -290,7 +298,7 @@ def _sample_entry(
 
         tokenizer, _ = version_tokenizer(catalog, version)
         field_blocks = render_fields(
-            doc.record, version, key=doc.key, shard=doc.address.shard, row=doc.address.row, tokenizer=tokenizer,
+            doc.record, version, key=documents[0].key, shard=doc.address.shard, row=doc.address.row, tokenizer=tokenizer,
             only=None, highlight=None, collapse_chars=collapse_chars, token_threshold=token_threshold,
         )
     first = documents[0]
@@ -316,7 +324,7 @@ def _sample_entry(
         field_blocks=field_blocks,
         input_blocks=blocks,
         flag_form=flag_form(
-            flags, version, doc.key, existing=existing_flags, run=run.name, step=batch.step, rank=batch.rank, index=sample.index
+            flags, version, documents[0].key, existing=existing_flags, run=run.name, step=batch.step, rank=batch.rank, index=sample.index
         ),
     )
 
@@ -382,14 +390,15 @@ def rank_page(
 def _batch_flags(flags: FlagStore, run: Run, batch: Batch) -> list[list[Flag]]:
     """The flags of every sample of ``batch`` (by its first document), one query per source version."""
     by_version: dict[int, list[str]] = {}
-    for sample in batch.samples:
-        by_version.setdefault(sample.documents[0].source, []).append(sample.key)
+    keys_of = [link_key(run, sample.documents[0]) for sample in batch.samples]
+    for sample, key in zip(batch.samples, keys_of):
+        by_version.setdefault(sample.documents[0].source, []).append(key)
     found: dict[tuple[int, str], list[Flag]] = {}
     for source, keys in by_version.items():
         version = run.version(source)
         for key, listed in flags.for_keys(version.name, version.id, keys, limit=FLAGS_SHOWN).items():
             found[(source, key)] = listed
-    return [found[(sample.documents[0].source, sample.key)] for sample in batch.samples]
+    return [found[(sample.documents[0].source, key)] for sample, key in zip(batch.samples, keys_of)]
 
 
 def _neighbour_step(run: Run, step: int, rank: int) -> str | None:
