@@ -60,6 +60,17 @@ def _now() -> str:
     return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="microseconds")
 
 
+def _remove_torn_writes(directory: str) -> None:
+    """Remove temporary files a killed writer left in a dataset's directories (call holding the dataset's lock)."""
+    for sub in ("", "versions", "media"):
+        folder = os.path.join(directory, sub)
+        with contextlib.suppress(OSError):
+            for entry in os.listdir(folder):
+                if entry.startswith(".") and entry.endswith(".tmp"):
+                    with contextlib.suppress(OSError):
+                        os.unlink(os.path.join(folder, entry))
+
+
 def _expand(paths: Iterable[str | os.PathLike[str]]) -> list[str]:
     """Files named directly, directories (their ``*.parquet``, sorted) and glob patterns."""
     out: list[str] = []
@@ -122,6 +133,7 @@ class Catalog:
         with open(os.path.join(directory, ".lock"), "a+") as handle:
             fcntl.flock(handle, fcntl.LOCK_EX)
             try:
+                _remove_torn_writes(directory)
                 yield
             finally:
                 fcntl.flock(handle, fcntl.LOCK_UN)
