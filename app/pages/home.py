@@ -43,6 +43,7 @@ class HomePage:
     datasets: list[DatasetSummary]
     flags: list[Flag]
     flags_url: str
+    flags_error: str = ""
     title: str = html_only("batchscope")
     crumbs: list[Link] = html_only(default_factory=list)
 
@@ -74,7 +75,7 @@ def home_page(catalog: Catalog, flags: FlagStore) -> HomePage:
     runs = [RunSummary(name, urls.run(name)) for name in catalog.runs()]
     datasets = [dataset_summary(catalog, name) for name in catalog.datasets()]
     try:
-        recent = flags.list(limit=RECENT_FLAGS)
-    except StorageError:
-        recent = []
-    return HomePage(runs=runs, datasets=datasets, flags=recent, flags_url=urls.flags())
+        recent, error = flags.list(limit=RECENT_FLAGS), ""
+    except StorageError as exc:
+        recent, error = [], exc.message
+    return HomePage(runs=runs, datasets=datasets, flags=recent, flags_url=urls.flags(), flags_error=error)

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from loaders import Catalog, DatasetVersion
-from loaders.errors import BatchscopeError, SampleNotFound
+from loaders.errors import BatchscopeError, SampleNotFound, StorageError
 from loaders.records import Record
 
 from .. import urls
@@ -84,17 +84,17 @@ def _neighbour(version: DatasetVersion, index: int, **query: Any) -> str | None:
 
 
 def flag_form(flags: FlagStore, version: DatasetVersion, key: str, *, existing: list[Flag] | None = None, **context: Any) -> FlagForm:
-    """The flag form of one sample, with the flags it already has (``existing``, when the caller fetched them)."""
-    return FlagForm(
-        action=urls.flags(),
-        dataset=version.name,
-        version=version.id,
-        key=key,
-        flags=existing
-        if existing is not None
-        else flags.list(FlagFilter(dataset=version.name, version=version.id, key=key), limit=FLAGS_SHOWN),
-        **context,
-    )
+    """The flag form of one sample, with the flags it already has (``existing``, when the caller fetched them).
+
+    When the flag database fails (disk full, unwritable) the form carries the error inline; the page still renders.
+    """
+    error = ""
+    if existing is None:
+        try:
+            existing = flags.list(FlagFilter(dataset=version.name, version=version.id, key=key), limit=FLAGS_SHOWN)
+        except StorageError as exc:
+            existing, error = [], exc.message
+    return FlagForm(action=urls.flags(), dataset=version.name, version=version.id, key=key, flags=existing, error=error, **context)
 
 
 def render_fields(

@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 
 from loaders import Batch, Catalog, Document, Run, Sample
-from loaders.errors import RankOutOfRange, SampleNotFound
+from loaders.errors import RankOutOfRange, SampleNotFound, StorageError
 
 from .. import urls
 from ..flags import Flag, FlagStore
@@ -387,8 +387,18 @@ def rank_page(
     )
 
 
-def _batch_flags(flags: FlagStore, run: Run, batch: Batch) -> list[list[Flag]]:
-    """The flags of every sample of ``batch`` (by its first document), one query per source version."""
+def _batch_flags(flags: FlagStore, run: Run, batch: Batch) -> list[list[Flag] | None]:
+    """The flags of every sample of ``batch`` (by its first document), one query per source version.
+
+    None for each sample when the flag database fails: each flag form then shows the error inline.
+    """
+    try:
+        return list(_flags_by_sample(flags, run, batch))
+    except StorageError:
+        return [None] * len(batch.samples)
+
+
+def _flags_by_sample(flags: FlagStore, run: Run, batch: Batch) -> list[list[Flag]]:
     by_version: dict[int, list[str]] = {}
     keys_of = [link_key(run, sample.documents[0]) for sample in batch.samples]
     for sample, key in zip(batch.samples, keys_of):
