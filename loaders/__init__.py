@@ -7,6 +7,7 @@
 
 from .catalog import Catalog, default_root
 from .errors import (
+    AmbiguousKey,
     AmbiguousVersion,
     BatchscopeError,
     CatalogCorrupt,
@@ -32,6 +33,7 @@ from .kinds import KINDS, infer_kind, infer_kinds
 from .version import DatasetVersion
 
 __all__ = [
+    "AmbiguousKey",
     "AmbiguousVersion",
     "BatchscopeError",
     "Catalog",

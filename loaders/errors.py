@@ -61,6 +61,12 @@ class AmbiguousVersion(BatchscopeError):
     status = 400
 
 
+class AmbiguousKey(BatchscopeError):
+    """A key names several rows of a version registered before duplicate keys were refused."""
+
+    status = 409
+
+
 class InvalidName(BatchscopeError):
     """A dataset, tag or run name contains characters a catalog cannot store."""
 

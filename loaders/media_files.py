@@ -122,16 +122,18 @@ def read_media(version: "DatasetVersion", uri: str, *, where: str) -> bytes:
     vanished, or was not there at registration.
     """
     media = version.manifest.media_files
+    size, digest = None, None
+    if media is not None:
+        table = _load_table(table_path(version.root, version.name, media["digest"]), media["digest"])
+        size, digest = table.get(uri, [None, None])
     try:
         data = storage.read_bytes(uri)
     except (FileNotFoundError, IsADirectoryError, NotADirectoryError, PermissionError) as exc:
-        if media is None:
+        if digest is None:  # missing now and (as far as anyone recorded) at registration: the value is just broken
             raise DecodeError(f"{where}: cannot read media file {uri}: {exc.strerror or exc}") from exc
-        raise MediaChanged(f"{where}: media file {uri} is missing (it was registered with the version)") from exc
+        raise MediaChanged(f"{where}: media file {uri} is missing (it was registered with {version.ref})") from exc
     if media is None:
         return data  # registered before media were checksummed: nothing to check against
-    table = _load_table(table_path(version.root, version.name, media["digest"]), media["digest"])
-    size, digest = table.get(uri, [None, None])
     if digest is None:
         raise MediaChanged(f"{where}: media file {uri} was not present when {version.ref} was registered; it is not served")
     if len(data) != size or _digest(data) != digest:

@@ -17,7 +17,7 @@ import pyarrow.parquet as pq
 
 from . import storage
 from .cache import ByteLRU
-from .errors import BatchscopeError, CatalogCorrupt, CorruptData, SampleNotFound
+from .errors import AmbiguousKey, BatchscopeError, CatalogCorrupt, CorruptData, SampleNotFound
 from .keys import INDEX_DIGEST, KeyColumn, index_metadata, index_problem, index_table
 from .manifest import Manifest
 from .records import Record, content_key, record_key, table_records
@@ -381,11 +381,11 @@ class DatasetVersion:
         if rebuild or not storage.stat(path).exists:
             self.write_key_index()
         fs, local = storage.resolve(path)
-        index = pq.ParquetFile(fs.open_input_file(local))
-        seen = (path, storage.stat(path).size, (index.schema_arrow.metadata or {}).get(INDEX_DIGEST))
-        if seen in _VERIFIED_INDEXES:
-            return index
         try:
+            index = pq.ParquetFile(fs.open_input_file(local))
+            seen = (path, storage.stat(path).size, (index.schema_arrow.metadata or {}).get(INDEX_DIGEST))
+            if seen in _VERIFIED_INDEXES:
+                return index
             problem = index_problem(index.read(), index.schema_arrow.metadata, version_id=self.id, rows=self.rows)
         except Exception as exc:  # noqa: BLE001 - an unreadable index is rebuilt like a wrong one
             problem = f"it cannot be read ({exc})"
@@ -398,17 +398,27 @@ class DatasetVersion:
         return index
 
     def _lookup(self, index: pq.ParquetFile, key: str) -> tuple[int, int] | None:
+        """``(shard, row)`` the index gives for ``key``; AmbiguousKey when it names several rows."""
         meta = index.metadata
+        found: list[tuple[int, int]] = []
         for group in range(meta.num_row_groups):
             stats = meta.row_group(group).column(0).statistics
             if stats is not None and stats.has_min_max and not (stats.min <= key <= stats.max):
                 continue
             table = index.read_row_group(group)
             keys = table.column("key").to_pylist()
-            position = bisect.bisect_left(keys, key)
-            if position < len(keys) and keys[position] == key:
-                return int(table.column("shard")[position].as_py()), int(table.column("row")[position].as_py())
-        return None
+            low, high = bisect.bisect_left(keys, key), bisect.bisect_right(keys, key)
+            shards, rows = table.column("shard").to_pylist(), table.column("row").to_pylist()
+            found.extend(zip(shards[low:high], rows[low:high]))
+            if found and high < len(keys):
+                break
+        if len(found) > 1:  # only a version registered before keys were checked can hold a key twice
+            rows = ", ".join(f"shard {s} row {r}" for s, r in found[:5])
+            raise AmbiguousKey(
+                f"key {key!r} names {len(found)} rows of {self.ref} ({rows}): it was registered before duplicate keys "
+                "were refused; register the files again with allow_duplicate_keys (--allow-duplicate-keys) to link each row"
+            )
+        return found[0] if found else None
 
     def find(self, key: str) -> tuple[int, int]:
         """``(shard, row)`` of the row whose key is ``key``.
