@@ -60,7 +60,7 @@ def _paths(version: "DatasetVersion") -> Iterator[tuple[str, str]]:
     columns = _media_columns(version)
     if not columns:
         return
-    for shard, first, table in version.iter_tables(columns):
+    for shard, first, table in version.scan_tables(columns):
         uri = version.shards[shard].uri
         for column in columns:
             kind = version.kinds[column]

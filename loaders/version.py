@@ -324,6 +324,13 @@ class DatasetVersion:
                     table = table.select(columns)
                 yield shard, self._rg_starts[shard][group], table
 
+    def scan_tables(self, columns: list[str] | None = None) -> Iterator[tuple[int, int, pa.Table]]:
+        """Like :meth:`iter_tables`, reading only ``columns`` and leaving the process caches alone (one-pass scans)."""
+        for shard, info in enumerate(self.shards):
+            opened = OpenShard(info, where=self.where(shard))
+            for group in range(len(info.row_groups)):
+                yield shard, self._rg_starts[shard][group], opened.read_row_group(group, columns)
+
     # -- keys --------------------------------------------------------------
     def key_at(self, shard: int, row: int, record: Record) -> str:
         """The key of the record at ``(shard, row)``: its key column (``~N``-suffixed for allowed duplicates) or content hash."""
@@ -343,7 +350,7 @@ class DatasetVersion:
         keys: list[pa.Array] = []
         shards: list[pa.Array] = []
         rows: list[pa.Array] = []
-        for shard, first, table in self.iter_tables([self.key] if self.key else None):
+        for shard, first, table in self.scan_tables([self.key] if self.key else None):
             if self.key:
                 column = pc.cast(table.column(self.key), pa.string()).fill_null("None")
             else:

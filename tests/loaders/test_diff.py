@@ -55,11 +55,12 @@ def put(
     key: str | None = "id",
     per_shard: int = 4,
     kinds: dict[str, str] | None = None,
+    allow_duplicate_keys: bool = False,
 ):
     """Write ``rows`` as Parquet shards of 2-row row groups and register them as ``name@tag``."""
     table = pa.Table.from_pylist(rows, schema=schema)
     paths = write_shards(table, os.path.join(catalog.root, "src", name, tag), rows_per_shard=per_shard, row_group_size=2)
-    return catalog.register(name, paths, key=key, tag=tag, kinds=kinds)
+    return catalog.register(name, paths, key=key, tag=tag, kinds=kinds, allow_duplicate_keys=allow_duplicate_keys)
 
 
 def everything(diff) -> list:
@@ -293,7 +294,7 @@ def test_duplicate_keys_are_reported_not_fatal(tmp_path):
     catalog = Catalog(str(tmp_path / "catalog"))
     rows_a = [{"id": i, "text": "x", "score": None, "tokens": None, "meta": None} for i in (1, 2, 1, 3)]
     rows_b = [{"id": i, "text": "x", "score": None, "tokens": None, "meta": None} for i in (1, 2, 3)]
-    a = put(catalog, "d", "v1", rows_a)
+    a = put(catalog, "d", "v1", rows_a, allow_duplicate_keys=True)  # the diff compares key column values
     b = put(catalog, "d", "v2", rows_b)
     diff = diff_versions(a, b, cache=False)
     assert (diff.duplicates.a_count, diff.duplicates.a_examples, diff.duplicates.b_count) == (1, ("1",), 0)
