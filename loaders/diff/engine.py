@@ -167,8 +167,8 @@ class VersionDiff:
                     a_address=self.a.locate(ai) if ai >= 0 else None,
                     b_address=self.b.locate(bi) if bi >= 0 else None,
                     fields=tuple(fields),
-                    a_key=self.a.key_of(record_a) if record_a is not None else None,
-                    b_key=self.b.key_of(record_b) if record_b is not None else None,
+                    a_key=self.a.key_at(*self.a.locate(ai), record_a) if record_a is not None else None,
+                    b_key=self.b.key_at(*self.b.locate(bi), record_b) if record_b is not None else None,
                     similarity=None if sim is None else round(float(sim), 4),
                     preview=None if shown is None else preview(shown, kinds),
                 )

@@ -301,6 +301,7 @@ def test_duplicate_keys_are_reported_not_fatal(tmp_path):
     assert diff.counts.to_json() == {"added": 0, "removed": 1, "changed": 0, "edited": 0, "unchanged": 3}
     [removed] = diff.rows()
     assert removed.key == "1" and removed.a_address == (0, 2)
+    assert removed.a_key == "1~1" and a.sample("1~1") == a.read(0, [2])[0]  # its link names that row, not the first "1"
     assert any("repeats an earlier row" in w for w in diff.warnings)
 
 
