@@ -14,6 +14,7 @@ row count. Both return a sentence saying what is wrong, or None.
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 from typing import Any
 
 import pyarrow.parquet as pq
@@ -25,6 +26,10 @@ from .thrift_compact import CompactReader
 MAX_ROWS_PER_BYTE = int(os.environ.get("BATCHSCOPE_MAX_ROWS_PER_BYTE", "4096"))
 #: A row group may always claim this many rows, whatever its size.
 MIN_ROW_ALLOWANCE = 65_536
+#: Bytes a row group's pages may inflate to per byte they occupy (zstd rarely passes ~100 on real data)...
+MAX_INFLATION = int(os.environ.get("BATCHSCOPE_MAX_INFLATION", "1024"))
+#: ...and what they may always inflate to, whatever their size.
+MIN_INFLATION_ALLOWANCE = 256 << 20
 
 _DATA_PAGE, _DICTIONARY_PAGE, _DATA_PAGE_V2 = 0, 2, 3
 
@@ -70,43 +75,68 @@ def footer_problem(metadata: pq.FileMetaData, *, body_end: int) -> str | None:
     return None
 
 
-def _walk_chunk(data: memoryview, base: int, start: int, size: int) -> tuple[int, int | None]:
-    """``(values in data pages, rows in v2 data pages or None)`` of one column chunk whose bytes are in ``data``."""
+@dataclass
+class _Chunk:
+    """What the page headers of one column chunk hold."""
+
+    values: int = 0
+    rows: int | None = None
+    inflated: int = 0
+
+
+def _walk_chunk(data: memoryview, base: int, start: int, size: int) -> _Chunk:
+    """Sum the page headers of one column chunk whose bytes are in ``data`` (which starts at file offset ``base``)."""
     pos, end = start - base, start - base + size
-    values, rows = 0, None
+    chunk = _Chunk()
     while pos < end:
         reader = CompactReader(data, pos, end)
         header = reader.struct()
-        compressed = header.get(3)
+        compressed, inflated = header.get(3), header.get(2)
         if not isinstance(compressed, int) or compressed < 0 or reader.pos + compressed > end:
             raise ValueError(f"a page at byte {base + pos} claims {compressed} bytes, past the end of its column chunk")
+        if not isinstance(inflated, int) or inflated < 0:
+            raise ValueError(f"a page at byte {base + pos} claims to inflate to {inflated} bytes")
+        chunk.inflated += inflated
         kind = header.get(1)
         if kind == _DATA_PAGE:
-            values += int((header.get(5) or {}).get(1, 0))
+            chunk.values += int((header.get(5) or {}).get(1, 0))
         elif kind == _DATA_PAGE_V2:
             v2 = header.get(8) or {}
-            values += int(v2.get(1, 0))
-            rows = (rows or 0) + int(v2.get(3, 0))
+            chunk.values += int(v2.get(1, 0))
+            chunk.rows = (chunk.rows or 0) + int(v2.get(3, 0))
         pos = reader.pos + compressed
-    return values, rows
+    return chunk
 
 
 def pages_problem(metadata: pq.FileMetaData, group: int, data: memoryview, base: int) -> str | None:
-    """Compare the rows row group ``group`` claims with what its page headers hold (``data`` holds its bytes from ``base``)."""
+    """Compare what row group ``group`` claims with what its page headers hold (``data`` holds its bytes from ``base``).
+
+    The rows its pages hold must be the rows its footer claims, and what they
+    inflate to is bounded by the bytes they occupy.
+    """
     meta = metadata.row_group(group)
     claimed = meta.num_rows
     if claimed == 0:  # nothing of it is decoded (writers leave placeholder offsets in empty groups)
         return None
+    inflated = occupied = 0
     for j in range(meta.num_columns):
         column = meta.column(j)
         try:
-            values, rows = _walk_chunk(data, base, _chunk_start(column), column.total_compressed_size)
+            chunk = _walk_chunk(data, base, _chunk_start(column), column.total_compressed_size)
         except (ValueError, IndexError) as exc:
             return f"row group {group} column {column.path_in_schema!r}: unreadable page headers ({exc})"
         flat = metadata.schema.column(j).max_repetition_level == 0
-        held = values if flat else rows
+        held = chunk.values if flat else chunk.rows
         if held is not None and held != claimed:
             return f"row group {group} holds {held} rows (pages of column {column.path_in_schema!r}) but its footer says {claimed}"
-        if not flat and values < claimed:
-            return f"row group {group} claims {claimed} rows but column {column.path_in_schema!r} holds only {values} values"
+        if not flat and chunk.values < claimed:
+            return f"row group {group} claims {claimed} rows but column {column.path_in_schema!r} holds only {chunk.values} values"
+        inflated += chunk.inflated
+        occupied += column.total_compressed_size
+    limit = max(MIN_INFLATION_ALLOWANCE, MAX_INFLATION * occupied)
+    if inflated > limit:
+        return (
+            f"row group {group}'s pages inflate to {inflated:,} bytes from {occupied:,} (at most {limit:,} are plausible); "
+            "refused as a decompression bomb"
+        )
     return None

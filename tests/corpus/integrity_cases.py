@@ -10,6 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 
 from . import media_faults as media
 from . import parquet_faults as faults
@@ -22,6 +23,15 @@ TINY = text_table({"a": "alpha", "b": "beta"})
 def _trillion_rows(path: Path) -> None:
     """Footer, row group and column chunks all claim 10^12 rows: only the page headers (2 values) hold the truth."""
     faults.rewrite_row_counts(path, file_rows=TRILLION, group_rows={0: TRILLION}, columns_too=True)
+
+
+def _inflating_page(directory: Path) -> list[str]:
+    """A one-column file whose first page claims to inflate to 2 GiB (it holds 23 bytes)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / "part-0.parquet"
+    pq.write_table(pa.table({"id": ["a", "b"]}), path, use_dictionary=False, write_statistics=False)
+    faults.inflate_first_page(path, claimed=2**31 - 1)
+    return [str(path)]
 
 
 def _media_by_path(directory: Path) -> list[str]:
@@ -45,6 +55,12 @@ INTEGRITY_REFUSED = [
         "a 2-row file whose footer, row group and column chunks all claim 10^12 rows",
         damaged(parquet(TINY, row_group=ONE_ROW_GROUP), _trillion_rows),
         refused=("part-0.parquet", "1,000,000,000,000 rows", "decompression bomb"),
+    ),
+    Case(
+        "page-inflation-lie",
+        "a 23-byte page whose header claims it inflates to 2 GiB",
+        _inflating_page,
+        refused=("part-0.parquet", "inflate to 2,147,483,647 bytes", "decompression bomb"),
     ),
     Case(
         "duplicate-keys",
@@ -77,6 +93,13 @@ INTEGRITY_PROBED = [
         probes=tuple(
             Probe(url, 500, ("decompression bomb", "part-0.parquet")) for url in (listing(), sample("a"), media_of("a", "text"))
         ),
+    ),
+    Case(
+        "legacy-page-inflation-lie",
+        "registered before pages were checked: a 23-byte page whose header claims it inflates to 2 GiB",
+        _inflating_page,
+        legacy=True,
+        probes=tuple(Probe(url, 500, ("inflate to 2,147,483,647 bytes", "part-0.parquet")) for url in (listing(), sample("a"), media_of("a", "id"))),
     ),
     Case(
         "legacy-duplicate-keys",

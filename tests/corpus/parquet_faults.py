@@ -95,3 +95,25 @@ def flip_byte(path: Path, *, at: float) -> None:
     index = max(4, min(len(body) - 1, int(len(body) * at)))
     data[index] ^= 0xFF
     path.write_bytes(bytes(data))
+
+
+def inflate_first_page(path: Path, *, claimed: int) -> None:
+    """Make the first page of a one-column, one-row-group file claim to inflate to ``claimed`` bytes.
+
+    The page header's ``uncompressed_page_size`` (field 2) is re-encoded in
+    place, which may lengthen the header; the column chunk's
+    ``total_compressed_size`` (ColumnMetaData field 7) grows to match, so the
+    file stays readable up to the moment a reader believes the claim.
+    """
+    body, footer = split(path.read_bytes())
+    start = next(f for f in footer_fields(footer) if f.path == (4, 0, 1, 0, 3, 9))  # data_page_offset
+    offset = CompactReader(footer, start.start, start.end).varint() >> 1
+    reader = CompactReader(body, offset, len(body))
+    reader.struct()
+    size_field = next(f for f in reader.fields if f.path == (2,))
+    new_body = body[: size_field.start] + zigzag_varint(claimed) + body[size_field.end :]
+    grown = len(new_body) - len(body)
+    total = next(f for f in footer_fields(footer) if f.path == (4, 0, 1, 0, 3, 7))
+    value = CompactReader(footer, total.start, total.end).varint() >> 1
+    new_footer = footer[: total.start] + zigzag_varint(value + grown) + footer[total.end :]
+    path.write_bytes(join(new_body, new_footer))
