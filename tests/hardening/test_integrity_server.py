@@ -17,6 +17,7 @@ from bs4 import BeautifulSoup
 from app import urls
 from loaders import Catalog
 
+from tests.corpus import media_faults as media
 from tests.corpus import parquet_faults as faults
 from tests.corpus.legacy import register_unchecked
 from tests.corpus.server import Server, served
@@ -48,6 +49,11 @@ def served_catalog(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[C
     broken = catalog.register("broken", [_write(root / "broken" / "part-0.parquet", pa.table({"id": ["z"]}))], key="id")
     manifest = Path(catalog.root) / "datasets" / "broken" / "versions" / f"{broken.id}.json"
     manifest.write_text(manifest.read_text()[:-20])
+    (root / "pics" / "images").mkdir(parents=True)
+    (root / "pics" / "images" / "a.png").write_bytes(media.small_png(side=16))
+    kind = pa.struct([("bytes", pa.binary()), ("path", pa.string())])
+    pics = pa.table({"id": ["a"], "image": pa.array([{"bytes": None, "path": "images/a.png"}], kind)})
+    catalog.register("pics", [_write(root / "pics" / "part-0.parquet", pics)], key="id")
     (root / "flags-taken").mkdir()
     env = {"BATCHSCOPE_FLAGS_PATH": str(root / "flags-taken")}
     with served(catalog.root, root / "logs", env=env, limits={resource.RLIMIT_AS: MEMORY_CAP}) as server:
@@ -110,3 +116,18 @@ def test_a_broken_flag_database_degrades_the_flag_panels_to_an_inline_error(serv
     flags = http.get(urls.api(urls.flags()))
     assert flags.status_code == 503 and "flags database" in _error(flags)
     assert json.loads(http.get(urls.api(urls.sample("good", catalog.resolve("good"), "x"))).text)["fields"]["text"] == "ex"
+
+
+def test_media_rewritten_after_registration_is_refused_and_never_cached_as_immutable(served_catalog) -> None:
+    catalog, _, http, _ = served_catalog
+    url = urls.media("pics", catalog.resolve("pics"), "a", "image")
+    first = http.get(url)
+    assert first.status_code == 200 and first.content == media.small_png(side=16)
+    assert "immutable" in first.headers["cache-control"]
+    stored = Path(catalog.resolve("pics").shards[0].uri).parent / "images" / "a.png"
+    stored.write_bytes(media.small_png(side=20))
+    again = http.get(url)
+    message = BeautifulSoup(again.text, "html.parser").select_one(".message").get_text()
+    assert again.status_code == 500 and "changed after registration" in message and "images/a.png" in message
+    assert "immutable" not in again.headers.get("cache-control", "")
+    assert http.get(url, headers={"If-None-Match": first.headers["etag"]}).status_code == 500  # not a 304 for new bytes
