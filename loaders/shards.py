@@ -229,9 +229,11 @@ def _file_buffer(size: int) -> tuple[pa.Buffer, memoryview]:
 class OpenShard:
     """A registered shard opened for reading: footer checked once, row groups checked on every fetch."""
 
-    def __init__(self, shard: ShardInfo, *, where: str) -> None:
+    def __init__(self, shard: ShardInfo, *, where: str, cache: bool = True) -> None:
+        """Open ``shard`` (``cache``: whether remote byte ranges go through the disk cache; one-pass scans skip it)."""
         self.shard = shard
         self.where = where
+        self.cache = cache
         stat = storage.stat(shard.uri)
         if not stat.exists:
             raise ChecksumMismatch(f"{where}: shard file {shard.uri} is missing")
@@ -240,7 +242,7 @@ class OpenShard:
                 f"{where}: shard {shard.uri} is {stat.size} bytes, registered as {shard.size} bytes (changed after registration)"
             )
         self._footer_start = shard.boundaries[-1]
-        footer = storage.read_range(shard.uri, self._footer_start, shard.size - self._footer_start)
+        footer = storage.read_range(shard.uri, self._footer_start, shard.size - self._footer_start, cache=cache)
         if _digest(footer) != shard.footer_digest:
             storage.evict(shard.uri, self._footer_start, shard.size - self._footer_start)
             raise ChecksumMismatch(f"{where}: footer of shard {shard.uri} changed after registration")
@@ -263,7 +265,7 @@ class OpenShard:
         # The bytes land in Arrow-owned memory: tables pointing into Python memory can abort the interpreter.
         sparse, view = _file_buffer(self.shard.size)
         segment_view = view[start:end]
-        got = storage.read_range_into(self.shard.uri, start, segment_view)
+        got = storage.read_range_into(self.shard.uri, start, segment_view, cache=self.cache)
         if got != end - start or _digest(segment_view) != self.shard.segment_digests[segment]:
             storage.evict(self.shard.uri, start, end - start)  # a bad cached copy must not stick
             raise ChecksumMismatch(

@@ -327,7 +327,7 @@ class DatasetVersion:
     def scan_tables(self, columns: list[str] | None = None) -> Iterator[tuple[int, int, pa.Table]]:
         """Like :meth:`iter_tables`, reading only ``columns`` and leaving the process caches alone (one-pass scans)."""
         for shard, info in enumerate(self.shards):
-            opened = OpenShard(info, where=self.where(shard))
+            opened = OpenShard(info, where=self.where(shard), cache=False)
             for group in range(len(info.row_groups)):
                 yield shard, self._rg_starts[shard][group], opened.read_row_group(group, columns)
 
