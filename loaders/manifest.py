@@ -62,7 +62,14 @@ class Manifest:
             "key": self.key,
             "tokenizer": self.tokenizer,
             "shards": [
-                {"uri": s.uri, "size": s.size, "rows": s.rows, "checksum": s.checksum, "row_groups": list(s.row_groups)}
+                {
+                    "uri": s.uri,
+                    "size": s.size,
+                    "rows": s.rows,
+                    "checksum": s.checksum,
+                    "row_groups": list(s.row_groups),
+                    **({"pages_checked": True} if s.pages_checked else {}),
+                }
                 for s in self.shards
             ],
         }

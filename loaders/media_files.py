@@ -55,11 +55,11 @@ def _media_columns(version: "DatasetVersion") -> list[str]:
 
 def _paths(version: "DatasetVersion") -> Iterator[tuple[str, str]]:
     """``(resolved uri, where)`` of every by-path media cell that resolves inside its shard's directory."""
-    from .media.image import resolve_media_path
-
     columns = _media_columns(version)
     if not columns:
         return
+    from .media.image import resolve_media_path  # only now: the media stack is slow to import
+
     for shard, first, table in version.scan_tables(columns):
         uri = version.shards[shard].uri
         for column in columns:

@@ -22,7 +22,7 @@ import pyarrow.parquet as pq
 
 from . import storage
 from .errors import ChecksumMismatch, CorruptData, RegistrationError
-from .parquet_check import footer_problem, pages_problem
+from .parquet_check import PageCheck, footer_problem
 
 _MAGIC = b"PAR1"
 _HASH_CHUNK = 8 << 20
@@ -45,6 +45,8 @@ class ShardInfo:
     boundaries: tuple[int, ...]
     segment_digests: tuple[str, ...]
     footer_digest: str
+    #: Registration walked every row group's page headers (so reads, which check the same bytes by digest, need not).
+    pages_checked: bool = False
 
     @functools.cached_property
     def checksum(self) -> str:
@@ -64,6 +66,7 @@ class ShardInfo:
             "boundaries": list(self.boundaries),
             "segment_digests": list(self.segment_digests),
             "footer_digest": self.footer_digest,
+            **({"pages_checked": True} if self.pages_checked else {}),
         }
 
     @classmethod
@@ -76,6 +79,7 @@ class ShardInfo:
             boundaries=tuple(int(x) for x in data["boundaries"]),  # type: ignore[union-attr]
             segment_digests=tuple(str(x) for x in data["segment_digests"]),  # type: ignore[union-attr]
             footer_digest=str(data["footer_digest"]),
+            pages_checked=bool(data.get("pages_checked", False)),
         )
 
 
@@ -137,10 +141,12 @@ def scan_shard(uri: str) -> tuple[ShardInfo, pa.Schema]:
         # check the whole body as one segment.
         boundaries = [0, footer_start]
     per_group = len(boundaries) - 1 == metadata.num_row_groups
-    digests = []
+    digests, checked = [], True
     for segment, (a, b) in enumerate(zip(boundaries, boundaries[1:])):
         groups = [segment] if per_group else list(range(metadata.num_row_groups))
-        digests.append(_scan_segment(uri, metadata, a, b, groups))
+        digest, pages_checked = _scan_segment(uri, metadata, a, b, groups)
+        digests.append(digest)
+        checked = checked and pages_checked
     shard = ShardInfo(
         uri=uri,
         size=info.size,
@@ -149,6 +155,7 @@ def scan_shard(uri: str) -> tuple[ShardInfo, pa.Schema]:
         boundaries=tuple(boundaries),
         segment_digests=tuple(digests),
         footer_digest=_digest(footer),
+        pages_checked=checked,
     )
     try:
         schema = metadata.schema.to_arrow_schema()
@@ -157,18 +164,19 @@ def scan_shard(uri: str) -> tuple[ShardInfo, pa.Schema]:
     return shard, schema
 
 
-def _scan_segment(uri: str, metadata: pq.FileMetaData, start: int, end: int, groups: list[int]) -> str:
-    """The digest of bytes ``[start, end)``; a segment small enough to hold is also checked page by page."""
+def _scan_segment(uri: str, metadata: pq.FileMetaData, start: int, end: int, groups: list[int]) -> tuple[str, bool]:
+    """``(digest of bytes [start, end), whether its pages were checked)``: a segment small enough to hold is."""
     if end - start > _CHECKED_SEGMENT:
-        return _hash_range(uri, start, end)  # its pages are checked on every read instead
+        return _hash_range(uri, start, end), False  # its pages are checked on every read instead
     data = storage.read_range(uri, start, end - start, cache=False)
     if len(data) != end - start:
         raise RegistrationError(f"{uri}: file ended at byte {start + len(data)}, expected {end}")
+    check = PageCheck(metadata)
     for group in groups:
-        problem = pages_problem(metadata, group, memoryview(data), start)
+        problem = check.problem(group, memoryview(data), start)
         if problem is not None:
             raise RegistrationError(f"{uri}: {problem}")
-    return _digest(data)
+    return _digest(data), True
 
 
 def _hash_range(uri: str, start: int, end: int) -> str:
@@ -251,6 +259,10 @@ class OpenShard:
         problem = footer_problem(self.metadata, body_end=self._footer_start)
         if problem is not None:  # registered before footers were bounded: refuse before allocating anything
             raise CorruptData(f"{where}: shard {shard.uri}: {problem}")
+        self._pages = PageCheck(self.metadata)
+        # Pages registration checked (the manifest says so, under its id) or this shard checked already: the same
+        # verified bytes give the same answer, so each row group's page headers are walked at most once.
+        self._pages_checked: set[int] = set(range(len(shard.row_groups))) if shard.pages_checked else set()
 
     def _segment_of(self, row_group: int) -> int:
         return row_group if len(self.shard.segment_digests) == len(self.shard.row_groups) else 0
@@ -272,9 +284,11 @@ class OpenShard:
                 f"{self.where}: row group {row_group} of shard {self.shard.uri} (bytes {start}-{end}) "
                 "does not match its registered checksum"
             )
-        problem = pages_problem(self.metadata, row_group, segment_view, start)
-        if problem is not None:
-            raise CorruptData(f"{self.where}: shard {self.shard.uri}: {problem}")
+        if row_group not in self._pages_checked:
+            problem = self._pages.problem(row_group, segment_view, start)
+            if problem is not None:
+                raise CorruptData(f"{self.where}: shard {self.shard.uri}: {problem}")
+            self._pages_checked.add(row_group)
         view[self._footer_start : self.shard.size] = self._footer
         try:
             parquet = pq.ParquetFile(pa.BufferReader(sparse), metadata=self.metadata, pre_buffer=False)

@@ -2,7 +2,7 @@
 
 :class:`CompactReader` decodes a struct into ``{field id: value}`` (nested
 structs as dicts, lists as lists, binaries as their byte span) and records
-where each integer field sits, so a caller can check claims or rewrite them.
+where each integer field sits (when asked to), so a caller can check claims or rewrite them.
 
 >>> CompactReader(memoryview(b"\\x15\\x06\\x00"), 0, 3).struct()
 {1: 3}
@@ -29,8 +29,10 @@ class IntField:
 class CompactReader:
     """Reads Thrift compact values from ``data[pos:end]``; raises ValueError on anything malformed or past ``end``."""
 
-    def __init__(self, data: memoryview | bytes, pos: int, end: int) -> None:
+    def __init__(self, data: memoryview | bytes, pos: int, end: int, *, record: bool = False) -> None:
+        """Read from ``data[pos:end]``; with ``record``, note every integer field's span in ``fields``."""
         self.data, self.pos, self.end = data, pos, end
+        self.record = record
         self.fields: list[IntField] = []
 
     def byte(self) -> int:
@@ -66,7 +68,8 @@ class CompactReader:
         if kind in (_I16, _I32, _I64):
             start = self.pos
             raw = self.varint()
-            self.fields.append(IntField(path, start, self.pos))
+            if self.record:
+                self.fields.append(IntField(path, start, self.pos))
             return (raw >> 1) ^ -(raw & 1)
         if kind == _DOUBLE:
             self._skip(8)

@@ -33,7 +33,7 @@ def zigzag_varint(value: int) -> bytes:
 
 def footer_fields(footer: bytes) -> list[IntField]:
     """Every integer field of a Parquet ``FileMetaData`` footer, with its path of field ids and list positions."""
-    reader = CompactReader(footer, 0, len(footer))
+    reader = CompactReader(footer, 0, len(footer), record=True)
     reader.struct()
     return reader.fields
 
@@ -108,7 +108,7 @@ def inflate_first_page(path: Path, *, claimed: int) -> None:
     body, footer = split(path.read_bytes())
     start = next(f for f in footer_fields(footer) if f.path == (4, 0, 1, 0, 3, 9))  # data_page_offset
     offset = CompactReader(footer, start.start, start.end).varint() >> 1
-    reader = CompactReader(body, offset, len(body))
+    reader = CompactReader(body, offset, len(body), record=True)
     reader.struct()
     size_field = next(f for f in reader.fields if f.path == (2,))
     new_body = body[: size_field.start] + zigzag_varint(claimed) + body[size_field.end :]

@@ -230,10 +230,13 @@ def test_media_by_path_are_checksummed_at_registration_and_verified_on_read(cata
         read_media(version, str(gone), where="b")
 
 
-def test_a_version_without_by_path_media_keeps_its_id(catalog: Catalog, tmp_path: Path) -> None:
+def test_a_version_records_only_the_checks_it_needed(catalog: Catalog, tmp_path: Path) -> None:
     version = catalog.register("plain", [_write(tmp_path / "a.parquet", _texts(["x"]))], key="id")
     stored = json.loads(_manifest_path(catalog, "plain", version.id).read_text())
     assert "media_files" not in stored and "key_suffixes" not in stored
+    assert stored["shards"][0]["pages_checked"] is True  # part of the id: reads need not walk these pages again
+    old = register_unchecked(catalog, "old", [_write(tmp_path / "b.parquet", _texts(["x"]))])
+    assert old.shards[0].pages_checked is False and old.read(0, [0])[0]["text"] == "row 0"
 
 
 # -- all or nothing ------------------------------------------------------------------------------------
