@@ -233,6 +233,21 @@ def test_cached_match_is_reused_without_reading(tmp_path):
         diff_versions(a, b, cache=False)
 
 
+def test_an_edited_cached_match_is_recomputed_not_served(tmp_path):
+    catalog = Catalog(str(tmp_path / "catalog"))
+    rows = [{"id": i, "text": f"line {i}", "score": 1.0, "tokens": [], "meta": None} for i in range(6)]
+    a = put(catalog, "t", "v1", rows)
+    b = put(catalog, "t", "v2", rows[:-1] + [{"id": 9, "text": "new", "score": 1.0, "tokens": [], "meta": None}])
+    first = diff_versions(a, b)
+    directory = catalog.path("diffs", f"{a.id}..{b.id}")
+    [table_file] = [os.path.join(directory, n) for n in os.listdir(directory) if n.endswith(".arrow")]
+    forged = first.changes.slice(0, 0)  # a valid table claiming nothing changed
+    with pa.ipc.new_file(table_file, forged.schema) as writer:
+        writer.write_table(forged)
+    again = diff_versions(a, b)
+    assert again.counts == first.counts and again.changes.equals(first.changes)
+
+
 def test_keyless_near_duplicate_rows_are_paired_as_edited(tmp_path):
     catalog = Catalog(str(tmp_path / "catalog"))
     schema = pa.schema([("text", pa.string()), ("score", pa.float64())])
