@@ -218,12 +218,17 @@ def test_unchanged_shards_are_never_opened(tmp_path):
     assert [(op.op, op.a, op.b) for op in field.words] == [("equal", "line ", "line "), ("replace", "5", "five, edited")]
 
 
-def test_cached_match_is_reused_without_reading(tmp_path):
+def _cached_diff(tmp_path):
+    """Two versions (one row replaced) and their diff, which is now cached in the catalog."""
     catalog = Catalog(str(tmp_path / "catalog"))
     rows = [{"id": i, "text": f"line {i}", "score": 1.0, "tokens": [], "meta": None} for i in range(6)]
     a = put(catalog, "t", "v1", rows)
     b = put(catalog, "t", "v2", rows[:-1] + [{"id": 9, "text": "new", "score": 1.0, "tokens": [], "meta": None}])
-    first = diff_versions(a, b)
+    return catalog, a, b, diff_versions(a, b)
+
+
+def test_cached_match_is_reused_without_reading(tmp_path):
+    catalog, a, b, first = _cached_diff(tmp_path)
     assert os.listdir(catalog.path("diffs", f"{a.id}..{b.id}"))
     for shard in b.shards:
         os.remove(shard.uri)
@@ -234,11 +239,7 @@ def test_cached_match_is_reused_without_reading(tmp_path):
 
 
 def test_an_edited_cached_match_is_recomputed_not_served(tmp_path):
-    catalog = Catalog(str(tmp_path / "catalog"))
-    rows = [{"id": i, "text": f"line {i}", "score": 1.0, "tokens": [], "meta": None} for i in range(6)]
-    a = put(catalog, "t", "v1", rows)
-    b = put(catalog, "t", "v2", rows[:-1] + [{"id": 9, "text": "new", "score": 1.0, "tokens": [], "meta": None}])
-    first = diff_versions(a, b)
+    catalog, a, b, first = _cached_diff(tmp_path)
     directory = catalog.path("diffs", f"{a.id}..{b.id}")
     [table_file] = [os.path.join(directory, n) for n in os.listdir(directory) if n.endswith(".arrow")]
     forged = first.changes.slice(0, 0)  # a valid table claiming nothing changed
