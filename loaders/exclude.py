@@ -22,6 +22,7 @@ from . import storage
 from .catalog import Catalog, _expand
 from .errors import RegistrationError
 from .records import content_key, table_records
+from .shards import scan_shard
 
 
 def key_line(key: str) -> str:
@@ -108,6 +109,7 @@ def write_excluding(
     directory = storage.join(catalog.data_dir(name), f"excluded-{_fingerprint(files, keys, key)}")
     out: list[str] = []
     for number, uri in enumerate(files):
+        scan_shard(uri)  # footers and pages checked before anything is decoded from them
         fs, local = storage.resolve(uri)
         try:
             source = pq.ParquetFile(fs.open_input_file(local))

@@ -314,3 +314,15 @@ def test_a_missing_media_file_of_an_older_version_is_a_decode_error_not_a_change
         read_media(version, str(image), where="a")
     with pytest.raises(SampleNotFound):
         version.find("zzz")
+
+
+def test_exclude_refuses_a_hostile_footer_before_decoding_it(catalog: Catalog, tmp_path: Path) -> None:
+    from loaders.exclude import write_excluding
+
+    path = Path(_write(tmp_path / "a.parquet", _texts(["a", "b"]), row_group=10))
+    faults.rewrite_row_counts(path, file_rows=10**12, group_rows={0: 10**12}, columns_too=True)
+    keys = tmp_path / "keys.txt"
+    keys.write_text("a\n")
+    with pytest.raises(RegistrationError, match="decompression bomb"):
+        write_excluding(catalog, "bomb", [str(path)], str(keys), key="id")
+    assert not (Path(catalog.root) / "data" / "bomb").exists()
