@@ -326,3 +326,13 @@ def test_exclude_refuses_a_hostile_footer_before_decoding_it(catalog: Catalog, t
     with pytest.raises(RegistrationError, match="decompression bomb"):
         write_excluding(catalog, "bomb", [str(path)], str(keys), key="id")
     assert not (Path(catalog.root) / "data" / "bomb").exists()
+
+
+def test_importing_parquet_whose_pages_hold_more_rows_than_its_footer_is_refused(catalog: Catalog, tmp_path: Path) -> None:
+    from loaders.importers import import_parquet
+
+    path = Path(_write(tmp_path / "in" / "a.parquet", _texts([str(i) for i in range(25)]), row_group=25))
+    faults.rewrite_row_counts(path, file_rows=1, group_rows={0: 1}, columns_too=True)
+    with pytest.raises(RegistrationError, match="holds 25 rows"):
+        import_parquet(catalog, "lie", str(path), key="id")
+    assert not (Path(catalog.root) / "datasets" / "lie").exists()
