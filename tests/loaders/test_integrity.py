@@ -336,3 +336,18 @@ def test_importing_parquet_whose_pages_hold_more_rows_than_its_footer_is_refused
     with pytest.raises(RegistrationError, match="holds 25 rows"):
         import_parquet(catalog, "lie", str(path), key="id")
     assert not (Path(catalog.root) / "datasets" / "lie").exists()
+
+
+def test_a_full_disk_during_import_is_one_line_and_leaves_nothing(catalog: Catalog, tmp_path: Path) -> None:
+    result = subprocess.run(
+        [batchscope(), "import", "jsonl", "texts", _jsonl(tmp_path), "--key", "id", "--root", catalog.root],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        preexec_fn=_limited_fsize(256),
+    )
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    line = " ".join(result.stderr.split())
+    assert line.startswith("error: importing texts failed:") and "File too large" in line, result.stderr
+    assert not (Path(catalog.root) / "data" / "texts").exists()
+    assert not (Path(catalog.root) / "datasets" / "texts").exists()
