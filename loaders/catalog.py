@@ -169,10 +169,22 @@ class Catalog:
         names = storage.list_names(storage.join(self._dataset_dir(name), "versions"))
         return [n[: -len(".json")] for n in names if n.endswith(".json") and is_version_id(n[: -len(".json")])]
 
-    def versions(self, name: str) -> list[DatasetVersion]:
-        """Every version of ``name``, oldest first."""
+    def versions(self, name: str, *, broken: list[tuple[str, str]] | None = None) -> list[DatasetVersion]:
+        """Every version of ``name``, oldest first.
+
+        A manifest that fails its check raises CatalogCorrupt, unless ``broken``
+        is given: then ``(version id, message)`` is appended to it and the
+        other versions are still returned.
+        """
         self._require(name)
-        loaded = [self._load(name, i) for i in self._version_ids(name)]
+        loaded = []
+        for version_id in self._version_ids(name):
+            try:
+                loaded.append(self._load(name, version_id))
+            except CatalogCorrupt as exc:
+                if broken is None:
+                    raise
+                broken.append((version_id, exc.message))
         return sorted(loaded, key=lambda v: (v.manifest.created, v.id))
 
     def resolve(self, ref: str) -> DatasetVersion:

@@ -31,12 +31,21 @@ class VersionSummary:
 
 
 @dataclass
+class BrokenVersion:
+    """A version whose manifest fails its check: listed with the error, never read."""
+
+    id: str
+    error: str
+
+
+@dataclass
 class DatasetPage:
     name: str
     url: str
     tags: dict[str, str]
     versions: list[VersionSummary]
     latest: str | None
+    broken: list[BrokenVersion]
     title: str = html_only("")
     crumbs: list[Link] = html_only(default_factory=list)
 
@@ -51,7 +60,8 @@ def _tags_by_version(catalog: Catalog, name: str) -> dict[str, list[str]]:
 def dataset_page(catalog: Catalog, name: str) -> DatasetPage:
     """A dataset's versions (newest first) and tags."""
     check_name("dataset", name)
-    versions = catalog.versions(name)
+    broken: list[tuple[str, str]] = []
+    versions = catalog.versions(name, broken=broken)
     tags = catalog.tags(name)
     by_version = _tags_by_version(catalog, name)
     summaries = [
@@ -73,6 +83,7 @@ def dataset_page(catalog: Catalog, name: str) -> DatasetPage:
         tags=tags,
         versions=summaries,
         latest=tags.get("latest"),
+        broken=[BrokenVersion(version_id, message) for version_id, message in broken],
         title=name,
         crumbs=[Link("datasets", urls.home()), Link(name, urls.dataset(name))],
     )

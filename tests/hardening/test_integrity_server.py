@@ -93,10 +93,13 @@ def test_every_duplicate_key_link_shows_its_own_record(served_catalog) -> None:
 
 def test_a_broken_manifest_is_one_clear_error_and_the_rest_of_the_catalog_renders(served_catalog) -> None:
     _, server, http, manifest = served_catalog
-    answer = http.get(urls.api(urls.dataset("broken")))
+    version_id = manifest.name[: -len(".json")]
+    answer = http.get(urls.api(urls.version("broken", version_id)))
     assert answer.status_code == 500
     message = _error(answer)
     assert message.startswith(f"{manifest}: dataset manifest is not valid JSON")
+    listing = http.get(urls.api(urls.dataset("broken"))).json()  # the dataset page lists it with its error
+    assert listing["versions"] == [] and listing["broken"] == [{"id": version_id, "error": message}]
     home = http.get(urls.home())
     assert home.status_code == 200
     dom = BeautifulSoup(home.text, "html.parser")
