@@ -419,7 +419,8 @@ class DatasetVersion:
             found.extend(zip(shards[low:high], rows[low:high]))
             if found and high < len(keys):
                 break
-        if len(found) > 1:  # only a version registered before keys were checked can hold a key twice
+        if len(found) > 1 and self.key is not None:  # only a version registered before keys were checked
+            # (rows without a key column that share a content hash hold the same values: the first stands for all)
             rows = ", ".join(f"shard {s} row {r}" for s, r in found[:5])
             raise AmbiguousKey(
                 f"key {key!r} names {len(found)} rows of {self.ref} ({rows}): it was registered before duplicate keys "

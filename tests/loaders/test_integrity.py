@@ -177,6 +177,13 @@ def test_a_version_registered_before_keys_were_checked_refuses_an_ambiguous_key(
     assert version.sample("b")["text"] == "row 1"
 
 
+def test_identical_rows_without_a_key_column_share_a_content_key_and_link_to_the_same_values(catalog: Catalog, tmp_path: Path) -> None:
+    version = catalog.register("same", [_write(tmp_path / "a.parquet", pa.table({"text": ["x", "y", "x"]}))])
+    keys = [version.key_at(0, row, version.read(0, [row])[0]) for row in range(3)]
+    assert keys[0] == keys[2] != keys[1]
+    assert version.sample(keys[2]) == {"text": "x"}
+
+
 # -- footers and row counts --------------------------------------------------------------------------
 def test_a_row_group_holding_more_rows_than_its_footer_says_is_refused(catalog: Catalog, tmp_path: Path) -> None:
     path = Path(_write(tmp_path / "a.parquet", _texts([str(i) for i in range(25)]), row_group=25))
