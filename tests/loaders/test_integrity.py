@@ -358,3 +358,19 @@ def test_a_full_disk_during_import_is_one_line_and_leaves_nothing(catalog: Catal
     assert line.startswith("error: importing texts failed:") and "File too large" in line, result.stderr
     assert not (Path(catalog.root) / "data" / "texts").exists()
     assert not (Path(catalog.root) / "datasets" / "texts").exists()
+
+
+def test_register_exclude_removes_copies_a_killed_run_left_half_written(catalog: Catalog, tmp_path: Path) -> None:
+    from loaders.exclude import write_excluding
+
+    source = _write(tmp_path / "a.parquet", _texts(["a", "b", "c"]))
+    keys = tmp_path / "keys.txt"
+    keys.write_text("b\n")
+    [copy] = write_excluding(catalog, "ex", [source], str(keys), key="id")
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()  # a process id that no longer exists
+    torn = Path(f"{copy}.{dead.pid}.tmp")
+    torn.write_bytes(b"PAR1 half a copy")
+    Path(copy).unlink()
+    assert write_excluding(catalog, "ex", [source], str(keys), key="id") == [copy]
+    assert not torn.exists() and pq.read_table(copy).column("id").to_pylist() == ["a", "c"]
