@@ -374,3 +374,15 @@ def test_register_exclude_removes_copies_a_killed_run_left_half_written(catalog:
     Path(copy).unlink()
     assert write_excluding(catalog, "ex", [source], str(keys), key="id") == [copy]
     assert not torn.exists() and pq.read_table(copy).column("id").to_pylist() == ["a", "c"]
+
+
+def test_register_removes_temporary_files_a_killed_writer_left(catalog: Catalog, tmp_path: Path) -> None:
+    path = _write(tmp_path / "a.parquet", _texts(["x"]))
+    version = catalog.register("t", [path], key="id")
+    directory = Path(catalog.root) / "datasets" / "t"
+    torn = [directory / ".refs.json.0123abcd.tmp", directory / "versions" / f".{version.id}.json.4567ef.tmp"]
+    for leftover in torn:
+        leftover.write_bytes(b'{"half": ')  # what write_bytes_atomic leaves when killed before its rename
+    catalog.register("t", [path], key="id", tag="again")
+    assert [p for p in torn if p.exists()] == []
+    assert catalog.resolve("t@again").id == version.id
