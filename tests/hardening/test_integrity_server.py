@@ -23,7 +23,7 @@ from tests.corpus.legacy import register_unchecked
 from tests.corpus.server import Server, served
 
 #: The server's address space: ~1.6 GB is mapped at start; 10^12 rows of anything would need terabytes.
-MEMORY_CAP = 3 << 30
+MEMORY_CAP = 4 << 30
 KEYS = ["a", "b", "a", "a~1", "a", "c"]
 
 
@@ -55,7 +55,7 @@ def served_catalog(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[C
     pics = pa.table({"id": ["a"], "image": pa.array([{"bytes": None, "path": "images/a.png"}], kind)})
     catalog.register("pics", [_write(root / "pics" / "part-0.parquet", pics)], key="id")
     (root / "flags-taken").mkdir()
-    env = {"BATCHSCOPE_FLAGS_PATH": str(root / "flags-taken")}
+    env = {"BATCHSCOPE_FLAGS_PATH": str(root / "flags-taken"), "MALLOC_ARENA_MAX": "2"}  # few malloc arenas: a cap that fits any machine
     with served(catalog.root, root / "logs", env=env, limits={resource.RLIMIT_AS: MEMORY_CAP}) as server:
         with httpx.Client(base_url=server.url, timeout=120, follow_redirects=True) as http:
             yield catalog, server, http, manifest
