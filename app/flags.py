@@ -136,8 +136,11 @@ class FlagStore:
     def _connect(self) -> Iterator[sqlite3.Connection]:
         if self.path is None:
             raise StorageError("flags need a local SQLite file but the catalog root is remote; set BATCHSCOPE_FLAGS_PATH")
-        os.makedirs(os.path.dirname(self.path) or ".", exist_ok=True)
-        connection = sqlite3.connect(self.path, timeout=60, isolation_level=None)
+        try:
+            os.makedirs(os.path.dirname(self.path) or ".", exist_ok=True)
+            connection = sqlite3.connect(self.path, timeout=60, isolation_level=None)
+        except (sqlite3.Error, OSError) as exc:
+            raise StorageError(f"flags database {self.path} cannot be opened: {exc}") from exc
         try:
             connection.execute("PRAGMA busy_timeout = 60000")
             if not self._ready:
@@ -146,6 +149,8 @@ class FlagStore:
                 _migrate(connection)
                 self._ready = True
             yield connection
+        except (sqlite3.Error, OSError) as exc:  # disk full, unwritable or not a database: one clear error
+            raise StorageError(f"flags database {self.path} failed: {exc}") from exc
         finally:
             connection.close()
 

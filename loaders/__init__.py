@@ -7,14 +7,17 @@
 
 from .catalog import Catalog, default_root
 from .errors import (
+    AmbiguousKey,
     AmbiguousVersion,
     BatchscopeError,
+    CatalogCorrupt,
     ChecksumMismatch,
     CorruptData,
     DatasetNotFound,
     DecodeError,
     InvalidName,
     InvalidPlan,
+    MediaChanged,
     NotFound,
     RankOutOfRange,
     RegistrationError,
@@ -30,9 +33,11 @@ from .kinds import KINDS, infer_kind, infer_kinds
 from .version import DatasetVersion
 
 __all__ = [
+    "AmbiguousKey",
     "AmbiguousVersion",
     "BatchscopeError",
     "Catalog",
+    "CatalogCorrupt",
     "ChecksumMismatch",
     "CorruptData",
     "DatasetNotFound",
@@ -41,6 +46,7 @@ __all__ = [
     "InvalidName",
     "InvalidPlan",
     "KINDS",
+    "MediaChanged",
     "NotFound",
     "RankOutOfRange",
     "RegistrationError",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import datetime as _dt
 import fcntl
 import glob
@@ -16,14 +17,18 @@ from typing import TYPE_CHECKING, Any, Iterable, Iterator, Mapping, Sequence
 from . import storage
 from .errors import (
     AmbiguousVersion,
+    CatalogCorrupt,
     DatasetNotFound,
     InvalidName,
     RegistrationError,
     TokenizerNotFound,
     VersionNotFound,
 )
+from .catalog_files import is_version_id, load_manifest, read_names, read_refs
+from .keys import KeyColumn, refuse_duplicates, suffix_column
 from .kinds import infer_kinds
 from .manifest import Manifest
+from .media_files import encode_table, scan_media, table_path
 from .shards import ShardInfo, scan_shard
 from .version import DatasetVersion
 
@@ -53,6 +58,17 @@ def check_name(kind: str, name: str) -> str:
 
 def _now() -> str:
     return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="microseconds")
+
+
+def _remove_torn_writes(directory: str) -> None:
+    """Remove temporary files a killed writer left in a dataset's directories (call holding the dataset's lock)."""
+    for sub in ("", "versions", "media"):
+        folder = os.path.join(directory, sub)
+        with contextlib.suppress(OSError):
+            for entry in os.listdir(folder):
+                if entry.startswith(".") and entry.endswith(".tmp"):
+                    with contextlib.suppress(OSError):
+                        os.unlink(os.path.join(folder, entry))
 
 
 def _expand(paths: Iterable[str | os.PathLike[str]]) -> list[str]:
@@ -117,6 +133,7 @@ class Catalog:
         with open(os.path.join(directory, ".lock"), "a+") as handle:
             fcntl.flock(handle, fcntl.LOCK_EX)
             try:
+                _remove_torn_writes(directory)
                 yield
             finally:
                 fcntl.flock(handle, fcntl.LOCK_UN)
@@ -128,10 +145,7 @@ class Catalog:
         return [n for n in names if storage.list_names(storage.join(self.path("datasets"), n, "versions"))]
 
     def _refs(self, name: str) -> dict[str, Any]:
-        path = storage.join(self._dataset_dir(name), "refs.json")
-        if not storage.stat(path).exists:
-            return {"head": None, "tags": {}}
-        return json.loads(storage.read_bytes(path))
+        return read_refs(storage.join(self._dataset_dir(name), "refs.json"))
 
     def tags(self, name: str) -> dict[str, str]:
         """Tag → full version id for dataset ``name``."""
@@ -144,14 +158,33 @@ class Catalog:
             raise DatasetNotFound(f"no dataset named {name!r} in catalog {self.root} (datasets: {known})")
 
     def _load(self, name: str, version_id: str) -> DatasetVersion:
-        raw = storage.read_bytes(storage.join(self._dataset_dir(name), "versions", f"{version_id}.json"))
-        return DatasetVersion(Manifest.from_json(json.loads(raw)), self.root)
+        """The version filed as ``version_id``: its manifest must hash to that id (CatalogCorrupt otherwise)."""
+        if not is_version_id(version_id):
+            raise VersionNotFound(f"dataset {name} has no version {version_id[:80]!r} (a version id is 32 hexadecimal characters)")
+        path = storage.join(self._dataset_dir(name), "versions", f"{version_id}.json")
+        return DatasetVersion(load_manifest(path, name=name, version_id=version_id), self.root)
 
-    def versions(self, name: str) -> list[DatasetVersion]:
-        """Every version of ``name``, oldest first."""
+    def _version_ids(self, name: str) -> list[str]:
+        """Ids of the manifests filed under ``name`` (other files in its versions directory are ignored)."""
+        names = storage.list_names(storage.join(self._dataset_dir(name), "versions"))
+        return [n[: -len(".json")] for n in names if n.endswith(".json") and is_version_id(n[: -len(".json")])]
+
+    def versions(self, name: str, *, broken: list[tuple[str, str]] | None = None) -> list[DatasetVersion]:
+        """Every version of ``name``, oldest first.
+
+        A manifest that fails its check raises CatalogCorrupt, unless ``broken``
+        is given: then ``(version id, message)`` is appended to it and the
+        other versions are still returned.
+        """
         self._require(name)
-        ids = [n[: -len(".json")] for n in storage.list_names(storage.join(self._dataset_dir(name), "versions")) if n.endswith(".json")]
-        loaded = [self._load(name, i) for i in ids]
+        loaded = []
+        for version_id in self._version_ids(name):
+            try:
+                loaded.append(self._load(name, version_id))
+            except CatalogCorrupt as exc:
+                if broken is None:
+                    raise
+                broken.append((version_id, exc.message))
         return sorted(loaded, key=lambda v: (v.manifest.created, v.id))
 
     def resolve(self, ref: str) -> DatasetVersion:
@@ -165,7 +198,7 @@ class Catalog:
         selector = selector or "latest"
         if selector in refs["tags"]:
             return self._load(name, refs["tags"][selector])
-        ids = [n[: -len(".json")] for n in storage.list_names(storage.join(self._dataset_dir(name), "versions")) if n.endswith(".json")]
+        ids = self._version_ids(name)
         matches = [i for i in ids if i.startswith(selector.lower())] if re.fullmatch(r"[0-9a-fA-F]{4,64}", selector) else []
         if len(matches) == 1:
             return self._load(name, matches[0])
@@ -191,12 +224,16 @@ class Catalog:
         kinds: Mapping[str, str] | None = None,
         tokenizer: str | None = None,
         notes: Mapping[str, Any] | None = None,
+        allow_duplicate_keys: bool = False,
     ) -> DatasetVersion:
         """Register Parquet files as a version of ``name`` and return it.
 
         Footers give schema and row groups; each file is streamed once to
         checksum it. The same files give the same id and write nothing new;
         ``tag`` (and ``latest``) move to the version. Files are never modified.
+        With ``key``, keys must be unique (RegistrationError names the first
+        duplicates) unless ``allow_duplicate_keys``: then later rows of a
+        repeated key are linked as ``key~1``, ``key~2``...
         """
         check_name("dataset", name)
         if tag is not None:
@@ -230,19 +267,71 @@ class Catalog:
             created=_now(),
             notes=dict(notes or {}),
         )
-        with self._locked(name):
-            refs = self._refs(name)
-            version_path = storage.join(self._dataset_dir(name), "versions", f"{manifest.id}.json")
-            if not storage.stat(version_path).exists:
-                parent = refs["head"] if refs["head"] != manifest.id else None
-                manifest = Manifest(**{**manifest.__dict__, "parent": parent})
-                storage.write_bytes_atomic(version_path, json.dumps(manifest.to_json(), indent=1).encode())
-            new_refs = {"head": manifest.id, "tags": {**refs["tags"], "latest": manifest.id}}
-            if tag is not None:
-                new_refs["tags"][tag] = manifest.id
-            if new_refs != refs:
-                storage.write_bytes_atomic(storage.join(self._dataset_dir(name), "refs.json"), json.dumps(new_refs, indent=1).encode())
+        manifest, keys = self._checked_keys(manifest, allow_duplicate_keys=allow_duplicate_keys)
+        manifest, media = self._checked_media(manifest)
+        try:
+            with self._locked(name):
+                if media is not None:
+                    storage.write_if_absent(table_path(self.root, name, media[0]), media[1])
+                manifest = self._publish(manifest, tag)
+            if keys is not None and not storage.stat(DatasetVersion(manifest, self.root)._key_index_path()).exists:
+                DatasetVersion(manifest, self.root).write_key_index(keys)
+        except OSError as exc:
+            self._drop_if_empty(name)
+            raise RegistrationError(f"registering {name} failed: {exc.strerror or exc} ({exc.filename or self.root})") from exc
+        except BaseException:
+            self._drop_if_empty(name)
+            raise
         return self._load(name, manifest.id)
+
+    def _checked_keys(self, manifest: Manifest, *, allow_duplicate_keys: bool) -> tuple[Manifest, KeyColumn | None]:
+        """Read the key column once: refuse duplicates, or (when allowed) record their ``~N`` suffixes."""
+        if manifest.key is None:
+            return manifest, None
+        keys = DatasetVersion(manifest, self.root).key_column(suffixed=False)
+        if not allow_duplicate_keys:
+            refuse_duplicates(keys, key=manifest.key, name=manifest.name)
+            return manifest, keys
+        keys, moved = suffix_column(keys)
+        return dataclasses.replace(manifest, key_suffixes=tuple(moved)), keys
+
+    def _checked_media(self, manifest: Manifest) -> tuple[Manifest, tuple[str, bytes] | None]:
+        """Checksum the media files the version stores by path: the manifest naming their table, and the table."""
+        media = scan_media(DatasetVersion(manifest, self.root))
+        if not media:
+            return manifest, None
+        data = encode_table(media)
+        digest = hashlib.sha256(data).hexdigest()[:32]
+        return dataclasses.replace(manifest, media_files={"digest": digest, "files": len(media)}), (digest, data)
+
+    def _publish(self, manifest: Manifest, tag: str | None) -> Manifest:
+        """Write the manifest (unless that version exists) and move ``latest`` and ``tag`` to it; hold the lock."""
+        name = manifest.name
+        refs = self._refs(name)
+        version_path = storage.join(self._dataset_dir(name), "versions", f"{manifest.id}.json")
+        if not storage.stat(version_path).exists:
+            parent = refs["head"] if refs["head"] != manifest.id else None
+            manifest = dataclasses.replace(manifest, parent=parent)
+            storage.write_bytes_atomic(version_path, json.dumps(manifest.to_json(), indent=1).encode())
+        new_refs = {"head": manifest.id, "tags": {**refs["tags"], "latest": manifest.id}}
+        if tag is not None:
+            new_refs["tags"][tag] = manifest.id
+        if new_refs != refs:
+            storage.write_bytes_atomic(storage.join(self._dataset_dir(name), "refs.json"), json.dumps(new_refs, indent=1).encode())
+        return manifest
+
+    def _drop_if_empty(self, name: str) -> None:
+        """Remove ``datasets/{name}/`` when a failed registration left it without any version (local catalogs)."""
+        if storage.is_remote(self.root) or self._version_ids(name):
+            return
+        directory = self._dataset_dir(name)
+        with contextlib.suppress(OSError):
+            for leftover in os.listdir(directory):
+                if leftover == ".lock" or leftover.startswith("."):
+                    os.unlink(os.path.join(directory, leftover))
+            with contextlib.suppress(OSError):
+                os.rmdir(os.path.join(directory, "versions"))
+            os.rmdir(directory)
 
     def tag(self, ref: str, tag: str) -> DatasetVersion:
         """Point ``tag`` at the version ``ref`` resolves to."""
@@ -262,7 +351,7 @@ class Catalog:
         digest = hashlib.sha256(data).hexdigest()[:32]
         storage.write_if_absent(self.path("tokenizers", "blobs", f"{digest}.json"), data)
         names_path = self.path("tokenizers", "names.json")
-        names = json.loads(storage.read_bytes(names_path)) if storage.stat(names_path).exists else {}
+        names = read_names(names_path, "tokenizer names")
         if names.get(name) != digest:
             names[name] = digest
             storage.write_bytes_atomic(names_path, json.dumps(names, indent=1, sort_keys=True).encode())
@@ -270,20 +359,28 @@ class Catalog:
 
     def tokenizers(self) -> dict[str, str]:
         """Tokenizer name → content id."""
-        names_path = self.path("tokenizers", "names.json")
-        return json.loads(storage.read_bytes(names_path)) if storage.stat(names_path).exists else {}
+        return read_names(self.path("tokenizers", "names.json"), "tokenizer names")
 
     def tokenizer_id(self, ref: str) -> str:
         """Resolve a tokenizer name (or content id) to its content id."""
         names = self.tokenizers()
         if ref in names:
             return names[ref]
-        if storage.stat(self.path("tokenizers", "blobs", f"{ref}.json")).exists:
+        if is_version_id(ref) and storage.stat(self.path("tokenizers", "blobs", f"{ref}.json")).exists:
             return ref
         raise TokenizerNotFound(f"no tokenizer {ref!r} in catalog {self.root} (tokenizers: {', '.join(names) or 'none'})")
 
     def tokenizer_json(self, ref: str) -> str:
-        return storage.read_bytes(self.path("tokenizers", "blobs", f"{self.tokenizer_id(ref)}.json")).decode()
+        """A stored tokenizer's JSON, checked against its content id."""
+        digest = self.tokenizer_id(ref)
+        path = self.path("tokenizers", "blobs", f"{digest}.json")
+        data = storage.read_bytes(path)
+        if hashlib.sha256(data).hexdigest()[:32] != digest:
+            raise CatalogCorrupt(f"{path}: tokenizer does not match its content id {digest} (edited after it was stored)")
+        try:
+            return data.decode()
+        except UnicodeDecodeError as exc:
+            raise CatalogCorrupt(f"{path}: tokenizer is not UTF-8 text ({exc})") from exc
 
     def tokenizer(self, ref: str) -> "Tokenizer":
         """Load a stored tokenizer (cached per content id)."""

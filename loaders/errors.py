@@ -61,6 +61,12 @@ class AmbiguousVersion(BatchscopeError):
     status = 400
 
 
+class AmbiguousKey(BatchscopeError):
+    """A key names several rows of a version registered before duplicate keys were refused."""
+
+    status = 409
+
+
 class InvalidName(BatchscopeError):
     """A dataset, tag or run name contains characters a catalog cannot store."""
 
@@ -91,6 +97,14 @@ class ChecksumMismatch(IntegrityError):
 
 class CorruptData(IntegrityError):
     """A shard or a record cannot be decoded; the message names dataset, version, shard and row."""
+
+
+class CatalogCorrupt(IntegrityError):
+    """A catalog file (manifest, refs.json, tokenizer names, key index...) is unreadable or fails its check; names the file."""
+
+
+class MediaChanged(ChecksumMismatch):
+    """A media file stored by path beside a shard changed after registration."""
 
 
 class DecodeError(BatchscopeError):

@@ -9,6 +9,7 @@ are written; empty lines are skipped.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -22,6 +23,7 @@ from . import storage
 from .catalog import Catalog, _expand
 from .errors import RegistrationError
 from .records import content_key, table_records
+from .shards import scan_shard
 
 
 def key_line(key: str) -> str:
@@ -86,6 +88,23 @@ def _fingerprint(files: Sequence[str], keys: set[str], key: str | None) -> str:
     return h.hexdigest()[:16]
 
 
+def _remove_abandoned_copies(directory: str) -> None:
+    """Remove ``<copy>.<pid>.tmp`` files whose writer process no longer exists (it was killed mid-copy)."""
+    if storage.is_remote(directory) or not os.path.isdir(directory):
+        return
+    for entry in os.listdir(directory):
+        parts = entry.rsplit(".", 2)
+        if len(parts) != 3 or parts[2] != "tmp" or not parts[1].isdigit():
+            continue
+        try:
+            os.kill(int(parts[1]), 0)
+        except ProcessLookupError:
+            with contextlib.suppress(OSError):
+                os.unlink(os.path.join(directory, entry))
+        except PermissionError:
+            pass  # alive, owned by someone else
+
+
 def write_excluding(
     catalog: Catalog,
     name: str,
@@ -106,8 +125,10 @@ def write_excluding(
     files = _expand(paths)
     keys = read_key_file(storage.normalize(keyfile))
     directory = storage.join(catalog.data_dir(name), f"excluded-{_fingerprint(files, keys, key)}")
+    _remove_abandoned_copies(directory)
     out: list[str] = []
     for number, uri in enumerate(files):
+        scan_shard(uri)  # footers and pages checked before anything is decoded from them
         fs, local = storage.resolve(uri)
         try:
             source = pq.ParquetFile(fs.open_input_file(local))

@@ -49,19 +49,35 @@ class Manifest:
     parent: str | None = None
     created: str = ""
     notes: dict[str, Any] = field(default_factory=dict)
+    #: ``(shard, row, key)`` of rows whose duplicate key got a ``~N`` suffix (registered with duplicates allowed).
+    key_suffixes: tuple[tuple[int, int, str], ...] = ()
+    #: ``{"digest", "files"}`` of the checksum table of media stored by path (``loaders.media_files``), if any.
+    media_files: dict[str, Any] | None = None
 
     def content(self) -> dict[str, Any]:
-        """The part of the manifest the id is a hash of."""
-        return {
+        """The part of the manifest the id is a hash of (fields added later count only when set, so old ids hold)."""
+        content: dict[str, Any] = {
             "schema": _schema_identity(self.schema),
             "kinds": dict(sorted(self.kinds.items())),
             "key": self.key,
             "tokenizer": self.tokenizer,
             "shards": [
-                {"uri": s.uri, "size": s.size, "rows": s.rows, "checksum": s.checksum, "row_groups": list(s.row_groups)}
+                {
+                    "uri": s.uri,
+                    "size": s.size,
+                    "rows": s.rows,
+                    "checksum": s.checksum,
+                    "row_groups": list(s.row_groups),
+                    **({"pages_checked": True} if s.pages_checked else {}),
+                }
                 for s in self.shards
             ],
         }
+        if self.key_suffixes:
+            content["key_suffixes"] = [list(entry) for entry in self.key_suffixes]
+        if self.media_files:
+            content["media_files"] = dict(self.media_files)
+        return content
 
     @property
     def id(self) -> str:
@@ -90,6 +106,8 @@ class Manifest:
             "rows": self.rows,
             "shards": [s.to_json() for s in self.shards],
             "notes": self.notes,
+            **({"key_suffixes": [list(e) for e in self.key_suffixes]} if self.key_suffixes else {}),
+            **({"media_files": dict(self.media_files)} if self.media_files else {}),
         }
 
     @classmethod
@@ -104,4 +122,6 @@ class Manifest:
             parent=data.get("parent"),
             created=data.get("created", ""),
             notes=dict(data.get("notes") or {}),
+            key_suffixes=tuple((int(s), int(r), str(k)) for s, r, k in data.get("key_suffixes") or ()),
+            media_files=dict(data["media_files"]) if data.get("media_files") else None,
         )

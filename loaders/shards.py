@@ -22,9 +22,12 @@ import pyarrow.parquet as pq
 
 from . import storage
 from .errors import ChecksumMismatch, CorruptData, RegistrationError
+from .parquet_check import PageCheck, footer_problem
 
 _MAGIC = b"PAR1"
 _HASH_CHUNK = 8 << 20
+#: Segments up to this size are read whole at registration, so their page headers are checked there too.
+_CHECKED_SEGMENT = 64 << 20
 
 
 def _digest(data: bytes | memoryview) -> str:
@@ -42,6 +45,8 @@ class ShardInfo:
     boundaries: tuple[int, ...]
     segment_digests: tuple[str, ...]
     footer_digest: str
+    #: Registration walked every row group's page headers (so reads, which check the same bytes by digest, need not).
+    pages_checked: bool = False
 
     @functools.cached_property
     def checksum(self) -> str:
@@ -61,6 +66,7 @@ class ShardInfo:
             "boundaries": list(self.boundaries),
             "segment_digests": list(self.segment_digests),
             "footer_digest": self.footer_digest,
+            **({"pages_checked": True} if self.pages_checked else {}),
         }
 
     @classmethod
@@ -73,6 +79,7 @@ class ShardInfo:
             boundaries=tuple(int(x) for x in data["boundaries"]),  # type: ignore[union-attr]
             segment_digests=tuple(str(x) for x in data["segment_digests"]),  # type: ignore[union-attr]
             footer_digest=str(data["footer_digest"]),
+            pages_checked=bool(data.get("pages_checked", False)),
         )
 
 
@@ -123,16 +130,23 @@ def scan_shard(uri: str) -> tuple[ShardInfo, pa.Schema]:
         raise RegistrationError(f"{uri}: not a Parquet file (no PAR1 magic at the start)")
     footer_start, footer = _footer_bounds(uri, info.size)
     metadata = _parse_footer(uri, footer)
+    problem = footer_problem(metadata, body_end=footer_start)
+    if problem is not None:
+        raise RegistrationError(f"{uri}: {problem}")
     starts = _row_group_starts(metadata)
     rows = tuple(metadata.row_group(i).num_rows for i in range(metadata.num_row_groups))
-    if sum(rows) != metadata.num_rows:
-        raise RegistrationError(f"{uri}: footer says {metadata.num_rows} rows but its row groups hold {sum(rows)}")
     boundaries = [0] + starts[1:] + [footer_start]
     if any(later <= earlier for earlier, later in zip(boundaries, boundaries[1:])):
         # Legal but rare layouts (row groups out of file order, no row groups):
         # check the whole body as one segment.
         boundaries = [0, footer_start]
-    digests = [_hash_range(uri, a, b) for a, b in zip(boundaries, boundaries[1:])]
+    per_group = len(boundaries) - 1 == metadata.num_row_groups
+    digests, checked = [], True
+    for segment, (a, b) in enumerate(zip(boundaries, boundaries[1:])):
+        groups = [segment] if per_group else list(range(metadata.num_row_groups))
+        digest, pages_checked = _scan_segment(uri, metadata, a, b, groups)
+        digests.append(digest)
+        checked = checked and pages_checked
     shard = ShardInfo(
         uri=uri,
         size=info.size,
@@ -141,12 +155,28 @@ def scan_shard(uri: str) -> tuple[ShardInfo, pa.Schema]:
         boundaries=tuple(boundaries),
         segment_digests=tuple(digests),
         footer_digest=_digest(footer),
+        pages_checked=checked,
     )
     try:
         schema = metadata.schema.to_arrow_schema()
     except Exception as exc:
         raise RegistrationError(f"{uri}: schema cannot be read as Arrow ({exc})") from exc
     return shard, schema
+
+
+def _scan_segment(uri: str, metadata: pq.FileMetaData, start: int, end: int, groups: list[int]) -> tuple[str, bool]:
+    """``(digest of bytes [start, end), whether its pages were checked)``: a segment small enough to hold is."""
+    if end - start > _CHECKED_SEGMENT:
+        return _hash_range(uri, start, end), False  # its pages are checked on every read instead
+    data = storage.read_range(uri, start, end - start, cache=False)
+    if len(data) != end - start:
+        raise RegistrationError(f"{uri}: file ended at byte {start + len(data)}, expected {end}")
+    check = PageCheck(metadata)
+    for group in groups:
+        problem = check.problem(group, memoryview(data), start)
+        if problem is not None:
+            raise RegistrationError(f"{uri}: {problem}")
+    return _digest(data), True
 
 
 def _hash_range(uri: str, start: int, end: int) -> str:
@@ -207,9 +237,11 @@ def _file_buffer(size: int) -> tuple[pa.Buffer, memoryview]:
 class OpenShard:
     """A registered shard opened for reading: footer checked once, row groups checked on every fetch."""
 
-    def __init__(self, shard: ShardInfo, *, where: str) -> None:
+    def __init__(self, shard: ShardInfo, *, where: str, cache: bool = True) -> None:
+        """Open ``shard`` (``cache``: whether remote byte ranges go through the disk cache; one-pass scans skip it)."""
         self.shard = shard
         self.where = where
+        self.cache = cache
         stat = storage.stat(shard.uri)
         if not stat.exists:
             raise ChecksumMismatch(f"{where}: shard file {shard.uri} is missing")
@@ -218,12 +250,19 @@ class OpenShard:
                 f"{where}: shard {shard.uri} is {stat.size} bytes, registered as {shard.size} bytes (changed after registration)"
             )
         self._footer_start = shard.boundaries[-1]
-        footer = storage.read_range(shard.uri, self._footer_start, shard.size - self._footer_start)
+        footer = storage.read_range(shard.uri, self._footer_start, shard.size - self._footer_start, cache=cache)
         if _digest(footer) != shard.footer_digest:
             storage.evict(shard.uri, self._footer_start, shard.size - self._footer_start)
             raise ChecksumMismatch(f"{where}: footer of shard {shard.uri} changed after registration")
         self._footer = footer
         self.metadata = _parse_footer(shard.uri, footer)
+        problem = footer_problem(self.metadata, body_end=self._footer_start)
+        if problem is not None:  # registered before footers were bounded: refuse before allocating anything
+            raise CorruptData(f"{where}: shard {shard.uri}: {problem}")
+        self._pages = PageCheck(self.metadata)
+        # Pages registration checked (the manifest says so, under its id) or this shard checked already: the same
+        # verified bytes give the same answer, so each row group's page headers are walked at most once.
+        self._pages_checked: set[int] = set(range(len(shard.row_groups))) if shard.pages_checked else set()
 
     def _segment_of(self, row_group: int) -> int:
         return row_group if len(self.shard.segment_digests) == len(self.shard.row_groups) else 0
@@ -238,13 +277,18 @@ class OpenShard:
         # The bytes land in Arrow-owned memory: tables pointing into Python memory can abort the interpreter.
         sparse, view = _file_buffer(self.shard.size)
         segment_view = view[start:end]
-        got = storage.read_range_into(self.shard.uri, start, segment_view)
+        got = storage.read_range_into(self.shard.uri, start, segment_view, cache=self.cache)
         if got != end - start or _digest(segment_view) != self.shard.segment_digests[segment]:
             storage.evict(self.shard.uri, start, end - start)  # a bad cached copy must not stick
             raise ChecksumMismatch(
                 f"{self.where}: row group {row_group} of shard {self.shard.uri} (bytes {start}-{end}) "
                 "does not match its registered checksum"
             )
+        if row_group not in self._pages_checked:
+            problem = self._pages.problem(row_group, segment_view, start)
+            if problem is not None:
+                raise CorruptData(f"{self.where}: shard {self.shard.uri}: {problem}")
+            self._pages_checked.add(row_group)
         view[self._footer_start : self.shard.size] = self._footer
         try:
             parquet = pq.ParquetFile(pa.BufferReader(sparse), metadata=self.metadata, pre_buffer=False)

@@ -183,15 +183,16 @@ def read_range(uri: str, offset: int, length: int, *, cache: bool = True) -> byt
     )
 
 
-def read_range_into(uri: str, offset: int, target: memoryview) -> int:
+def read_range_into(uri: str, offset: int, target: memoryview, *, cache: bool = True) -> int:
     """Fill ``target`` with the bytes at ``offset`` (like :func:`read_range`, without an intermediate copy).
 
     Returns how many bytes were read: fewer than ``len(target)`` only when the
-    file ends first. Remote files go through :func:`read_range` and its cache.
+    file ends first. Remote files go through :func:`read_range` and (unless
+    ``cache`` is False) its cache.
     """
     uri = normalize(uri)
     if is_remote(uri):
-        data = read_range(uri, offset, len(target))
+        data = read_range(uri, offset, len(target), cache=cache)
         target[: len(data)] = data
         return len(data)
     fd = os.open(uri, os.O_RDONLY)  # normalized: a local absolute path

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import bisect
 import functools
+import io
+import logging
 import os
 import threading
 from typing import Any, Iterator, Sequence
@@ -15,7 +17,8 @@ import pyarrow.parquet as pq
 
 from . import storage
 from .cache import ByteLRU
-from .errors import BatchscopeError, CorruptData, SampleNotFound
+from .errors import AmbiguousKey, BatchscopeError, CatalogCorrupt, CorruptData, SampleNotFound
+from .keys import INDEX_DIGEST, KeyColumn, index_metadata, index_problem, index_table
 from .kinds import class_names
 from .manifest import Manifest
 from .records import Record, content_key, record_key, table_records
@@ -51,6 +54,9 @@ _RECORD_CACHE: ByteLRU[_Records] = ByteLRU(
 _OPEN: dict[tuple[str, str], OpenShard] = {}
 _OPEN_LOCK = threading.Lock()
 _KEY_INDEX_ROWS = 4096
+#: Key indexes whose content was checked in this process: (path, size, digest).
+_VERIFIED_INDEXES: set[tuple[str, int, bytes | None]] = set()
+log = logging.getLogger("batchscope.loaders")
 
 
 #: Row groups being decoded ahead of use (readers stage what their next steps touch).
@@ -325,57 +331,125 @@ class DatasetVersion:
                     table = table.select(columns)
                 yield shard, self._rg_starts[shard][group], table
 
+    def scan_tables(self, columns: list[str] | None = None) -> Iterator[tuple[int, int, pa.Table]]:
+        """Like :meth:`iter_tables`, reading only ``columns`` and leaving the process caches alone (one-pass scans)."""
+        for shard, info in enumerate(self.shards):
+            opened = OpenShard(info, where=self.where(shard), cache=False)
+            for group in range(len(info.row_groups)):
+                yield shard, self._rg_starts[shard][group], opened.read_row_group(group, columns)
+
     # -- keys --------------------------------------------------------------
+    def key_at(self, shard: int, row: int, record: Record) -> str:
+        """The key of the record at ``(shard, row)``: its key column (``~N``-suffixed for allowed duplicates) or content hash."""
+        if self._suffixes and (shard, row) in self._suffixes:
+            return self._suffixes[(shard, row)]
+        return record_key(record, self.key)
+
+    @functools.cached_property
+    def _suffixes(self) -> dict[tuple[int, int], str]:
+        return {(shard, row): key for shard, row, key in self.manifest.key_suffixes}
+
     def _key_index_path(self) -> str:
         return storage.join(self.root, "indexes", self.name, f"{self.id}.keys.parquet")
 
-    def _build_key_index(self) -> pa.Table:
+    def key_column(self, *, suffixed: bool = True) -> KeyColumn:
+        """Every row's key in record order (one scan of the key column, or of the records for content keys)."""
         keys: list[pa.Array] = []
         shards: list[pa.Array] = []
         rows: list[pa.Array] = []
-        for shard, first, table in self.iter_tables([self.key] if self.key else None):
+        for shard, first, table in self.scan_tables([self.key] if self.key else None):
             if self.key:
-                column = pc.cast(table.column(self.key), pa.string())
+                column = pc.cast(table.column(self.key), pa.string()).fill_null("None")
             else:
                 column = pa.array([content_key(r) for r in table_records(table)], pa.string())
             keys.append(column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column)
             shards.append(pa.array([shard] * len(table), pa.int32()))
             rows.append(pa.array(range(first, first + len(table)), pa.int64()))
-        index = pa.table(
-            {
-                "key": pa.concat_arrays(keys) if keys else pa.array([], pa.string()),
-                "shard": pa.concat_arrays(shards) if shards else pa.array([], pa.int32()),
-                "row": pa.concat_arrays(rows) if rows else pa.array([], pa.int64()),
-            }
+        column = KeyColumn(
+            pa.concat_arrays(keys) if keys else pa.array([], pa.string()),
+            pa.concat_arrays(shards) if shards else pa.array([], pa.int32()),
+            pa.concat_arrays(rows) if rows else pa.array([], pa.int64()),
         )
-        return index.sort_by("key")
+        if suffixed and self._suffixes:
+            renamed = column.keys.to_pylist()
+            for position, (shard, row) in enumerate(zip(column.shards.to_pylist(), column.rows.to_pylist())):
+                renamed[position] = self._suffixes.get((shard, row), renamed[position])
+            column = KeyColumn(pa.array(renamed, pa.string()), column.shards, column.rows)
+        return column
 
-    def key_index(self) -> pq.ParquetFile:
-        """A sorted ``key → (shard, row)`` index, built on first use and kept in the catalog."""
+    def write_key_index(self, column: KeyColumn | None = None) -> None:
+        """Build (from ``column`` when the caller already has it) and store the key index of this version."""
+        table = index_table(column if column is not None else self.key_column())
+        table = table.replace_schema_metadata(index_metadata(table, self.id))
+        buffer = io.BytesIO()
+        pq.write_table(table, buffer, row_group_size=_KEY_INDEX_ROWS, compression="zstd")
+        storage.write_bytes_atomic(self._key_index_path(), buffer.getvalue())
+
+    def key_index(self, *, rebuild: bool = False) -> pq.ParquetFile:
+        """A sorted ``key → (shard, row)`` index, built on first use and kept in the catalog.
+
+        It is derived data: an index that does not carry this version's id, row
+        count and content digest (checked once per process) is rebuilt.
+        """
         path = self._key_index_path()
-        if not storage.stat(path).exists:
-            table = self._build_key_index()
-            import io
-
-            buffer = io.BytesIO()
-            pq.write_table(table, buffer, row_group_size=_KEY_INDEX_ROWS, compression="zstd")
-            storage.write_bytes_atomic(path, buffer.getvalue())
+        if rebuild or not storage.stat(path).exists:
+            self.write_key_index()
         fs, local = storage.resolve(path)
-        return pq.ParquetFile(fs.open_input_file(local))
+        try:
+            index = pq.ParquetFile(fs.open_input_file(local))
+            seen = (path, storage.stat(path).size, (index.schema_arrow.metadata or {}).get(INDEX_DIGEST))
+            if seen in _VERIFIED_INDEXES:
+                return index
+            problem = index_problem(index.read(), index.schema_arrow.metadata, version_id=self.id, rows=self.rows)
+        except Exception as exc:  # noqa: BLE001 - an unreadable index is rebuilt like a wrong one
+            problem = f"it cannot be read ({exc})"
+        if problem is not None:
+            if rebuild:
+                raise CatalogCorrupt(f"{path}: key index of {self.ref} does not match after rebuilding: {problem}")
+            log.warning("%s: rebuilding the key index of %s: %s", path, self.ref, problem)
+            return self.key_index(rebuild=True)
+        _VERIFIED_INDEXES.add(seen)
+        return index
 
-    def find(self, key: str) -> tuple[int, int]:
-        """``(shard, row)`` of the row whose key is ``key``."""
-        index = self.key_index()
+    def _lookup(self, index: pq.ParquetFile, key: str) -> tuple[int, int] | None:
+        """``(shard, row)`` the index gives for ``key``; AmbiguousKey when it names several rows."""
         meta = index.metadata
+        found: list[tuple[int, int]] = []
         for group in range(meta.num_row_groups):
             stats = meta.row_group(group).column(0).statistics
             if stats is not None and stats.has_min_max and not (stats.min <= key <= stats.max):
                 continue
             table = index.read_row_group(group)
             keys = table.column("key").to_pylist()
-            position = bisect.bisect_left(keys, key)
-            if position < len(keys) and keys[position] == key:
-                return int(table.column("shard")[position].as_py()), int(table.column("row")[position].as_py())
+            low, high = bisect.bisect_left(keys, key), bisect.bisect_right(keys, key)
+            shards, rows = table.column("shard").to_pylist(), table.column("row").to_pylist()
+            found.extend(zip(shards[low:high], rows[low:high]))
+            if found and high < len(keys):
+                break
+        if len(found) > 1 and self.key is not None:  # only a version registered before keys were checked
+            # (rows without a key column that share a content hash hold the same values: the first stands for all)
+            rows = ", ".join(f"shard {s} row {r}" for s, r in found[:5])
+            raise AmbiguousKey(
+                f"key {key!r} names {len(found)} rows of {self.ref} ({rows}): it was registered before duplicate keys "
+                "were refused; register the files again with allow_duplicate_keys (--allow-duplicate-keys) to link each row"
+            )
+        return found[0] if found else None
+
+    def find(self, key: str) -> tuple[int, int]:
+        """``(shard, row)`` of the row whose key is ``key``.
+
+        The row found is read and its key compared with ``key``: an index that
+        points elsewhere (edited, or stale) is rebuilt, never followed.
+        """
+        for rebuild in (False, True):
+            found = self._lookup(self.key_index(rebuild=rebuild), key)
+            if found is None:  # the index was checked against its digest: a key it lacks is not in the version
+                break
+            shard, row = found
+            if 0 <= shard < len(self.shards) and 0 <= row < self.shards[shard].rows:
+                if self.key_at(shard, row, self.read(shard, [row])[0]) == key:
+                    return shard, row
+            log.warning("%s: key index of %s points %r at shard %d row %d, which holds another key; rebuilding", self._key_index_path(), self.ref, key, shard, row)
         raise SampleNotFound(f"{self.ref} has no row with key {key!r} (key column: {self.key or 'content hash'})")
 
     def sample(self, key: str) -> Record:

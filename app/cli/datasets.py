@@ -7,6 +7,8 @@ from typing import Annotated, Optional
 import typer
 from rich.table import Table
 
+from loaders import BatchscopeError
+
 from .common import RootOption, console, friendly_errors, open_catalog
 
 
@@ -34,6 +36,9 @@ def register(
     tag: Annotated[Optional[str], typer.Option("--tag", help="Tag to move to the new version.")] = None,
     kind: Annotated[list[str], typer.Option("--kind", help="Override a field kind: COLUMN=KIND (repeatable).")] = [],
     tokenizer: Annotated[Optional[str], typer.Option("--tokenizer", help="Catalog tokenizer for token columns.")] = None,
+    allow_duplicate_keys: Annotated[
+        bool, typer.Option("--allow-duplicate-keys", help="Register a --key column with repeated values: later rows get KEY~1, KEY~2...")
+    ] = False,
     exclude: Annotated[
         Optional[str], typer.Option("--exclude", help="File of keys (one per line) to drop; writes filtered copies.")
     ] = None,
@@ -47,7 +52,10 @@ def register(
             from loaders.exclude import write_excluding
 
             paths = write_excluding(catalog, name, paths, exclude, key=key)
-        version = catalog.register(name, paths, key=key, tag=tag, kinds=_parse_kinds(kind) or None, tokenizer=tokenizer)
+        version = catalog.register(
+            name, paths, key=key, tag=tag, kinds=_parse_kinds(kind) or None, tokenizer=tokenizer,
+            allow_duplicate_keys=allow_duplicate_keys,
+        )
         print(version.id)
 
 
@@ -57,8 +65,12 @@ def datasets(root: RootOption = None) -> None:
         catalog = open_catalog(root)
         table = Table("dataset", "latest", "rows", "shards", "tags")
         for name in catalog.datasets():
-            latest = catalog.resolve(name)
-            tags = catalog.tags(name)
+            try:
+                latest = catalog.resolve(name)
+                tags = catalog.tags(name)
+            except BatchscopeError as exc:  # one broken dataset is listed with its error; the others still show
+                table.add_row(name, "-", "-", "-", f"error: {exc.message}")
+                continue
             table.add_row(name, latest.short_id, f"{latest.rows:,}", str(len(latest.shards)), ", ".join(sorted(tags)))
         console.print(table)
 

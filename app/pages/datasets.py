@@ -8,7 +8,6 @@ from typing import Any
 from loaders import Catalog, DatasetVersion
 from loaders.catalog import check_name
 from loaders.errors import InvalidPlan, TokenizerNotFound
-from loaders.records import record_key
 
 from .. import urls
 from ..jsonable import html_only
@@ -45,12 +44,21 @@ def rl_views(name: str, version: DatasetVersion) -> list[Link]:
 
 
 @dataclass
+class BrokenVersion:
+    """A version whose manifest fails its check: listed with the error, never read."""
+
+    id: str
+    error: str
+
+
+@dataclass
 class DatasetPage:
     name: str
     url: str
     tags: dict[str, str]
     versions: list[VersionSummary]
     latest: str | None
+    broken: list[BrokenVersion]
     title: str = html_only("")
     crumbs: list[Link] = html_only(default_factory=list)
 
@@ -65,7 +73,8 @@ def _tags_by_version(catalog: Catalog, name: str) -> dict[str, list[str]]:
 def dataset_page(catalog: Catalog, name: str) -> DatasetPage:
     """A dataset's versions (newest first) and tags."""
     check_name("dataset", name)
-    versions = catalog.versions(name)
+    broken: list[tuple[str, str]] = []
+    versions = catalog.versions(name, broken=broken)
     tags = catalog.tags(name)
     by_version = _tags_by_version(catalog, name)
     summaries = [
@@ -88,6 +97,7 @@ def dataset_page(catalog: Catalog, name: str) -> DatasetPage:
         tags=tags,
         versions=summaries,
         latest=tags.get("latest"),
+        broken=[BrokenVersion(version_id, message) for version_id, message in broken],
         title=name,
         crumbs=[Link("datasets", urls.home()), Link(name, urls.dataset(name))],
     )
@@ -259,7 +269,7 @@ def rows_block(
     entries = []
     for index, record in zip(found.indices, found.records):
         shard, row = version.locate(index)
-        key = record_key(record, version.key)
+        key = version.key_at(shard, row, record)
         cells = [
             render_cell(
                 record.get(c),

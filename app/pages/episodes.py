@@ -127,9 +127,9 @@ def episodes_page(
     keep = {"column": column} if column else {}
     sort_param = sort if sort != "index" else None
     keys = index.column("key").take(pa.array(page, pa.int64())).to_pylist() if page else []
-    if version.key is None and page:
-        records = version.read_many([version.locate(int(index.column("row")[i].as_py())) for i in page])
-        keys = [version.key_of(r) for r in records]
+    if (version.key is None or version.manifest.key_suffixes) and page:
+        locations = [version.locate(int(index.column("row")[i].as_py())) for i in page]
+        keys = [version.key_at(shard, row, r) for (shard, row), r in zip(locations, version.read_many(locations))]
     rows = []
     for i, key in zip(page, keys):
         ret = float(index.column("ret")[i].as_py())

@@ -84,6 +84,7 @@ class HomePage:
     datasets: list[DatasetSummary]
     flags: list[Flag]
     flags_url: str
+    flags_error: str = ""
     title: str = html_only("batchscope")
     crumbs: list[Link] = html_only(default_factory=list)
 
@@ -126,7 +127,7 @@ def home_page(catalog: Catalog, flags: FlagStore, runs: RunCache | None = None) 
     listed = [_run_summary(catalog, cache, name) for name in catalog.runs()]
     datasets = [dataset_summary(catalog, name) for name in catalog.datasets()]
     try:
-        recent = flags.list(limit=RECENT_FLAGS)
-    except StorageError:
-        recent = []
-    return HomePage(runs=listed, datasets=datasets, flags=recent, flags_url=urls.flags())
+        recent, error = flags.list(limit=RECENT_FLAGS), ""
+    except StorageError as exc:
+        recent, error = [], exc.message
+    return HomePage(runs=listed, datasets=datasets, flags=recent, flags_url=urls.flags(), flags_error=error)

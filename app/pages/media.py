@@ -17,7 +17,8 @@ from typing import Any
 import numpy as np
 from PIL import Image
 
-from loaders import Catalog, DatasetVersion, storage
+from loaders import Catalog, DatasetVersion
+from loaders.media_files import read_media
 from loaders.errors import BatchscopeError, DecodeError, NotFound, SampleNotFound
 from loaders.media import (
     VideoInfo,
@@ -124,14 +125,18 @@ class MediaField:
             return data
         path = self.stored_path()
         assert path is not None
-        try:
-            return storage.read_bytes(path)
-        except (FileNotFoundError, IsADirectoryError, PermissionError) as exc:
-            raise DecodeError(f"{self.where}: cannot read image file {path}: {exc.strerror or exc}") from exc
+        return self.stored_bytes(path)
+
+    def stored_bytes(self, path: str) -> bytes:
+        """The bytes of the file this field names, checked against the checksum registration recorded."""
+        return read_media(self.version, path, where=self.where)
 
     def video_source(self) -> bytes | str:
-        """Inline clip bytes, or the clip's resolved path."""
-        return video_source(self.value, shard_uri=self.shard_uri, where=self.where)  # type: ignore[return-value]
+        """Inline clip bytes, or the clip stored by path (its checked bytes; its path for versions without media checksums)."""
+        source = video_source(self.value, shard_uri=self.shard_uri, where=self.where)
+        if isinstance(source, str) and self.version.manifest.media_files is not None:
+            return self.stored_bytes(source)
+        return source  # type: ignore[return-value]
 
 
 def load_field(version: DatasetVersion, key: str, field: str) -> MediaField:

@@ -25,6 +25,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from loaders import storage
+from loaders.derived import read_derived, write_derived
 from loaders.cache import ByteLRU
 from loaders.errors import InvalidPlan
 from loaders.version import DatasetVersion
@@ -54,14 +55,16 @@ def _lock(path: str) -> threading.Lock:
 
 
 def cached_table(path: str, build: Callable[[], pa.Table]) -> pa.Table:
-    """The table stored at ``path``, built (once, under a lock) and written atomically when missing."""
+    """The table stored at ``path``, built (once, under a lock) and written atomically when missing or not matching
+    its checksum (derived data is rebuilt, never trusted)."""
     with _lock(path):
-        if storage.stat(path).exists:  # ParquetFile, not read_table: that would import pyarrow.dataset (and pandas)
-            return pq.ParquetFile(pa.BufferReader(storage.read_bytes(path))).read()
+        stored = read_derived(path)
+        if stored is not None:  # ParquetFile, not read_table: that would import pyarrow.dataset (and pandas)
+            return pq.ParquetFile(pa.BufferReader(stored)).read()
         table = build()
         buffer = io.BytesIO()
         pq.write_table(table, buffer, compression="zstd")
-        storage.write_bytes_atomic(path, buffer.getvalue())
+        write_derived(path, buffer.getvalue())
         return table
 
 
@@ -224,11 +227,10 @@ def _ipc_bytes(table: pa.Table) -> bytes:
     return sink.getvalue().to_pybytes()
 
 
-def _ipc_table(path: str) -> pa.Table:
-    """An Arrow IPC file: memory-mapped when local (pages are read as arrays are touched), else read whole."""
-    if not storage.is_remote(path):
-        return pa.ipc.open_file(pa.memory_map(storage.normalize(path))).read_all()
-    return pa.ipc.open_file(pa.BufferReader(storage.read_bytes(path))).read_all()
+def _ipc_table(path: str) -> pa.Table | None:
+    """An Arrow IPC file written by ``save_index``, or None when it is absent or does not match its checksum."""
+    stored = read_derived(path)
+    return None if stored is None else pa.ipc.open_file(pa.py_buffer(stored)).read_all()
 
 
 _DTYPES = {pa.int64(): np.int64, pa.int32(): np.int32, pa.int16(): np.int16, pa.uint8(): np.uint8, pa.float64(): np.float64}
@@ -251,15 +253,16 @@ def save_index(path: str, index: RolloutIndex) -> None:
     groups = pa.table({**arrays, "group_id": index.group_ids})
     rows = pa.table({name: getattr(index, name) for name in ROW_ARRAYS})
     rows = rows.replace_schema_metadata({"finish_names": json.dumps(index.finish_names)})
-    storage.write_bytes_atomic(path + ".groups.arrow", _ipc_bytes(groups))
-    storage.write_bytes_atomic(path + ".rows.arrow", _ipc_bytes(rows))
+    write_derived(path + ".groups.arrow", _ipc_bytes(groups))
+    write_derived(path + ".rows.arrow", _ipc_bytes(rows))
 
 
 def load_index(path: str) -> RolloutIndex | None:
-    """An index written by ``save_index`` (numeric columns are zero-copy views), or ``None`` when there is none."""
-    if not (storage.stat(path + ".rows.arrow").exists and storage.stat(path + ".groups.arrow").exists):
-        return None
+    """An index written by ``save_index`` (numeric columns are zero-copy views), or ``None`` when there is none
+    (or either file does not match its checksum: it is then rebuilt)."""
     rows, groups = _ipc_table(path + ".rows.arrow"), _ipc_table(path + ".groups.arrow")
+    if rows is None or groups is None:
+        return None
     names = json.loads((rows.schema.metadata or {}).get(b"finish_names", b"[]"))
     arrays = lambda t, names: {n: _view(t.column(n)) for n in names}  # noqa: E731
     return RolloutIndex(arrays(rows, ROW_ARRAYS), arrays(groups, GROUP_ARRAYS), groups.column("group_id").combine_chunks(), names)

@@ -89,7 +89,7 @@ def dataset_loader(version: DatasetVersion, column: str, index: RolloutIndex) ->
         entries = []
         for p, r, (shard, row), record in zip(positions, rows, locations, read(locations)):
             facts = _facts(record, column, index.lengths(p) if light else None)
-            entries.append(Entry(facts, version.name, version.id, version.key_of(record), r, version.where(shard, row), column, explicit_column=explicit))
+            entries.append(Entry(facts, version.name, version.id, version.key_at(shard, row, record), r, version.where(shard, row), column, explicit_column=explicit))
         return entries
 
     return load

@@ -6,8 +6,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from loaders import Catalog, DatasetVersion
-from loaders.errors import BatchscopeError, SampleNotFound
-from loaders.records import Record, record_key
+from loaders.errors import BatchscopeError, SampleNotFound, StorageError
+from loaders.records import Record
 
 from .. import urls
 from ..flags import Flag, FlagFilter, FlagStore
@@ -78,24 +78,24 @@ def _neighbour(version: DatasetVersion, index: int, **query: Any) -> str | None:
     if not 0 <= index < version.rows:
         return None
     try:
-        key = record_key(version.record(index), version.key)
+        key = version.key_at(*version.locate(index), version.record(index))
     except BatchscopeError:  # a broken neighbour must not break this sample's page; it just gets no link
         return None
     return urls.sample(version.name, version, key, **query)
 
 
 def flag_form(flags: FlagStore, version: DatasetVersion, key: str, *, existing: list[Flag] | None = None, **context: Any) -> FlagForm:
-    """The flag form of one sample, with the flags it already has (``existing``, when the caller fetched them)."""
-    return FlagForm(
-        action=urls.flags(),
-        dataset=version.name,
-        version=version.id,
-        key=key,
-        flags=existing
-        if existing is not None
-        else flags.list(FlagFilter(dataset=version.name, version=version.id, key=key), limit=FLAGS_SHOWN),
-        **context,
-    )
+    """The flag form of one sample, with the flags it already has (``existing``, when the caller fetched them).
+
+    When the flag database fails (disk full, unwritable) the form carries the error inline; the page still renders.
+    """
+    error = ""
+    if existing is None:
+        try:
+            existing = flags.list(FlagFilter(dataset=version.name, version=version.id, key=key), limit=FLAGS_SHOWN)
+        except StorageError as exc:
+            existing, error = [], exc.message
+    return FlagForm(action=urls.flags(), dataset=version.name, version=version.id, key=key, flags=existing, error=error, **context)
 
 
 def render_fields(

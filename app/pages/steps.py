@@ -7,8 +7,8 @@ from typing import Any
 
 import numpy as np
 
-from loaders import Batch, Catalog, Run
-from loaders.errors import RankOutOfRange, SampleNotFound
+from loaders import Batch, Catalog, Document, Run, Sample
+from loaders.errors import RankOutOfRange, SampleNotFound, StorageError
 
 from .. import urls
 from ..flags import Flag, FlagStore
@@ -130,6 +130,14 @@ class Against:
     samples: list[Comparison]
 
 
+def link_key(run: Run, document: Document) -> str:
+    """The key a permalink to ``document`` uses: its version's key for that row (``~N`` for an allowed duplicate)."""
+    version = run.version(document.source)
+    if not version.manifest.key_suffixes:
+        return document.key
+    return version.key_at(document.address.shard, document.address.row, document.record)
+
+
 def compare_against(run: Run, batch: Batch, other: str) -> Against:
     """Recompute this (step, rank) with one source swapped and say, sample by sample, what changes."""
     from loaders.records import digest
@@ -153,7 +161,7 @@ def compare_against(run: Run, batch: Batch, other: str) -> Against:
                 keys=keys,
                 other_keys=other_keys,
                 other_versions=[d.address.version for d in alt.documents],
-                other_urls=[urls.sample(d.address.dataset, d.address.version, d.key) for d in alt.documents],
+                other_urls=[urls.sample(d.address.dataset, d.address.version, link_key(alternative, d)) for d in alt.documents],
             )
         )
     changed = sum(1 for r in rows if r.status != "same")
@@ -222,7 +230,7 @@ def _sample_entry(
     version = run.version(doc.source)
     padding_only = not sample_documents(sample)
     stats = token_stats(sample.inputs)
-    documents = [_document_entry(d) for d in sample_documents(sample)]
+    documents = [_document_entry(run, d) for d in sample_documents(sample)]
     step_url = urls.rank(run.name, batch.step, batch.rank) + urls.sample_anchor(position)
     place = InputPlace(run.name, batch.step, batch.rank, position, f"run {run.name} step {batch.step} rank {batch.rank} sample {sample.index}")
     blocks = input_blocks(run, sample, place, token_threshold=token_threshold, token_values=token_values)
@@ -232,10 +240,10 @@ def _sample_entry(
 
         tokenizer, _ = version_tokenizer(catalog, version)
         field_blocks = render_fields(
-            doc.record, version, key=doc.key, shard=doc.address.shard, row=doc.address.row, tokenizer=tokenizer,
+            doc.record, version, key=documents[0].key, shard=doc.address.shard, row=doc.address.row, tokenizer=tokenizer,
             only=None, highlight=None, collapse_chars=collapse_chars, token_threshold=token_threshold,
         )
-    first = documents[0] if documents else _document_entry(doc)
+    first = documents[0] if documents else _document_entry(run, doc)
     return SampleEntry(
         index=sample.index,
         position=position,
@@ -268,7 +276,7 @@ def _sample_entry(
         flag_form=None
         if padding_only
         else flag_form(
-            flags, version, doc.key, existing=existing_flags, run=run.name, step=batch.step, rank=batch.rank,
+            flags, version, documents[0].key, existing=existing_flags, run=run.name, step=batch.step, rank=batch.rank,
             index=sample.index, position=position,
         ),
     )
@@ -282,17 +290,18 @@ def _copy_title(documents: int) -> str:
     return f"copies this sample's URL at this step and rank, and {what}"
 
 
-def _document_entry(d: Any) -> DocumentEntry:
-    """A document of a sample as the page lists it."""
+def _document_entry(run: Run, d: Document) -> DocumentEntry:
+    """A document of a sample as the page lists it (linked by its permalink key)."""
+    key = link_key(run, d)
     return DocumentEntry(
         source=d.source_name,
-        key=d.key,
+        key=key,
         dataset=d.address.dataset,
         version=d.address.version,
         shard=d.address.shard,
         row=d.address.row,
         epoch=d.epoch,
-        url=urls.sample(d.address.dataset, d.address.version, d.key),
+        url=urls.sample(d.address.dataset, d.address.version, key),
         span=d.span,
     )
 
@@ -367,17 +376,28 @@ def rank_page(
     )
 
 
-def _batch_flags(flags: FlagStore, run: Run, batch: Batch) -> list[list[Flag]]:
-    """The flags of every sample of ``batch`` (by its first document), one query per source version."""
+def _batch_flags(flags: FlagStore, run: Run, batch: Batch) -> list[list[Flag] | None]:
+    """The flags of every sample of ``batch`` (by its first document), one query per source version.
+
+    None for each sample when the flag database fails: each flag form then shows the error inline.
+    """
+    try:
+        return list(_flags_by_sample(flags, run, batch))
+    except StorageError:
+        return [None] * len(batch.samples)
+
+
+def _flags_by_sample(flags: FlagStore, run: Run, batch: Batch) -> list[list[Flag]]:
     by_version: dict[int, list[str]] = {}
-    for sample in batch.samples:
-        by_version.setdefault(sample.documents[0].source, []).append(sample.key)
+    keys_of = [link_key(run, sample.documents[0]) for sample in batch.samples]
+    for sample, key in zip(batch.samples, keys_of):
+        by_version.setdefault(sample.documents[0].source, []).append(key)
     found: dict[tuple[int, str], list[Flag]] = {}
     for source, keys in by_version.items():
         version = run.version(source)
         for key, listed in flags.for_keys(version.name, version.id, keys, limit=FLAGS_SHOWN).items():
             found[(source, key)] = listed
-    return [found[(sample.documents[0].source, sample.key)] for sample in batch.samples]
+    return [found[(sample.documents[0].source, key)] for sample, key in zip(batch.samples, keys_of)]
 
 
 def _neighbour_step(run: Run, step: int, rank: int) -> str | None:

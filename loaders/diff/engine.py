@@ -167,8 +167,8 @@ class VersionDiff:
                     a_address=self.a.locate(ai) if ai >= 0 else None,
                     b_address=self.b.locate(bi) if bi >= 0 else None,
                     fields=tuple(fields),
-                    a_key=self.a.key_of(record_a) if record_a is not None else None,
-                    b_key=self.b.key_of(record_b) if record_b is not None else None,
+                    a_key=self.a.key_at(*self.a.locate(ai), record_a) if record_a is not None else None,
+                    b_key=self.b.key_at(*self.b.locate(bi), record_b) if record_b is not None else None,
                     similarity=None if sim is None else round(float(sim), 4),
                     preview=None if shown is None else preview(shown, kinds),
                 )
@@ -320,10 +320,10 @@ def _load(a: DatasetVersion, b: DatasetVersion, params: dict[str, Any]) -> tuple
         data = json.loads(storage.read_bytes(summary_path))
         if data.get("params") != params:
             return None
-        if storage.is_remote(table_path):
-            table = pa.ipc.open_file(pa.py_buffer(storage.read_bytes(table_path))).read_all()
-        else:
-            table = pa.ipc.open_file(pa.memory_map(storage.normalize(table_path))).read_all()
+        raw = storage.read_bytes(table_path)
+        if data.get("table_sha256") != hashlib.sha256(raw).hexdigest():
+            return None  # written by an older version, torn or edited: derived data is recomputed, never trusted
+        table = pa.ipc.open_file(pa.py_buffer(raw)).read_all()
         return MatchSummary.from_json(data["summary"]), table
     except (OSError, ValueError, KeyError, pa.ArrowInvalid):
         return None  # an unreadable cache entry is recomputed and rewritten
@@ -335,7 +335,9 @@ def _save(a: DatasetVersion, b: DatasetVersion, params: dict[str, Any], summary:
     with pa.ipc.new_file(buffer, changes.schema) as writer:
         writer.write_table(changes)
     try:
-        storage.write_bytes_atomic(table_path, buffer.getvalue())
-        storage.write_bytes_atomic(summary_path, json.dumps({"params": params, "summary": summary.to_json()}, indent=1).encode())
+        raw = buffer.getvalue()
+        storage.write_bytes_atomic(table_path, raw)
+        entry = {"params": params, "summary": summary.to_json(), "table_sha256": hashlib.sha256(raw).hexdigest()}
+        storage.write_bytes_atomic(summary_path, json.dumps(entry, indent=1).encode())
     except OSError:
         pass  # derived data: a read-only catalog still diffs, it just does not remember

@@ -19,6 +19,7 @@ import pyarrow.parquet as pq
 
 from ..catalog import Catalog
 from ..errors import RegistrationError
+from ..shards import scan_shard
 from ..version import DatasetVersion
 from .hf_layout import shard_split
 from .writer import MAX_ROW_GROUP_ROWS, Progress, input_files, write_files
@@ -136,6 +137,7 @@ def import_parquet(
     schema = _unified_schema(files, partitions)
     total = 0
     for path in files:
+        scan_shard(path)  # footer and pages checked before any row is decoded (a lying footer is refused by name)
         try:
             total += pq.ParquetFile(path).metadata.num_rows
         except (pa.ArrowException, OSError) as exc:

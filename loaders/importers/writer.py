@@ -10,9 +10,11 @@ version.
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import hashlib
 import os
 import shutil
+import time
 import uuid
 from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence, TypedDict, Unpack
 
@@ -45,6 +47,10 @@ class ImportOptions(TypedDict, total=False):
 MAX_ROW_GROUP_ROWS = 1000
 #: ...and about this many (uncompressed) bytes, whichever is smaller; media rows get fewer rows per group.
 ROW_GROUP_BYTES = 2 << 20
+#: Staging directories are named ``.staging-<format>-<random>``, beside a ``.lock`` file their import holds.
+STAGING_PREFIX = ".staging-"
+#: A staging directory without a lock file (left by an older version) is stale after this long untouched.
+STALE_SECONDS = 600
 #: Shards hold about this many uncompressed bytes unless ``rows_per_shard`` says otherwise.
 SHARD_BYTES = 256 << 20
 
@@ -200,9 +206,24 @@ class Staging:
         self.name = name
         self.fmt = fmt
         self.base = catalog.data_dir(name)
-        self.directory = os.path.join(self.base, f".staging-{fmt}-{uuid.uuid4().hex[:12]}")
+        self.directory = os.path.join(self.base, f"{STAGING_PREFIX}{fmt}-{uuid.uuid4().hex[:12]}")
         self.shards: ShardWriter | None = None
         self.published: str | None = None
+        self._owner: int | None = None
+
+    def claim(self) -> None:
+        """Hold the lock that marks the staging directory as in use (the kernel releases it if this process dies)."""
+        os.makedirs(self.base, exist_ok=True)
+        self._owner = os.open(self.directory + ".lock", os.O_CREAT | os.O_RDWR, 0o644)
+        fcntl.flock(self._owner, fcntl.LOCK_EX)
+
+    def release(self) -> None:
+        """Drop the staging lock and its file."""
+        if self._owner is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(self.directory + ".lock")
+            os.close(self._owner)
+            self._owner = None
 
     def writer(
         self, schema: pa.Schema, *, rows_per_shard: int | None, row_group_size: int | None, key: str | None
@@ -250,8 +271,10 @@ def staged_import(catalog: Catalog, name: str, fmt: str) -> Iterator[Staging]:
     check_name("dataset", name)
     if storage.is_remote(catalog.root):
         raise RegistrationError(f"importers write to local catalogs only; {catalog.root} is remote (import locally, then copy)")
+    remove_stale_staging(catalog.data_dir(name))
     staging = Staging(catalog, name, fmt)
     try:
+        staging.claim()
         yield staging
     except BaseException as exc:
         if staging.shards is not None:
@@ -259,6 +282,7 @@ def staged_import(catalog: Catalog, name: str, fmt: str) -> Iterator[Staging]:
         shutil.rmtree(staging.directory, ignore_errors=True)
         if staging.published is not None:
             shutil.rmtree(staging.published, ignore_errors=True)
+        staging.release()
         with contextlib.suppress(OSError):
             os.rmdir(staging.base)  # only when empty: nothing of this dataset existed before
         if isinstance(exc, (BatchscopeError, KeyboardInterrupt, SystemExit, GeneratorExit)):
@@ -266,6 +290,48 @@ def staged_import(catalog: Catalog, name: str, fmt: str) -> Iterator[Staging]:
         if isinstance(exc, (OSError, pa.ArrowException, ValueError)):
             raise RegistrationError(f"importing {name} failed: {exc}") from exc
         raise
+    finally:
+        staging.release()
+
+
+def remove_stale_staging(base: str) -> list[str]:
+    """Remove staging directories in ``base`` whose import died (SIGKILL, power loss); returns what was removed.
+
+    A live import holds a lock on ``<staging dir>.lock``; a directory whose lock
+    can be taken, or (written before imports took locks) that has no lock and
+    was last touched over ``STALE_SECONDS`` ago, is left over.
+    """
+    removed: list[str] = []
+    try:
+        entries = os.listdir(base)
+    except OSError:
+        return removed
+    for entry in entries:
+        if not entry.startswith(STAGING_PREFIX) or entry.endswith(".lock"):
+            continue
+        path = os.path.join(base, entry)
+        if _abandoned(path):
+            shutil.rmtree(path, ignore_errors=True)
+            with contextlib.suppress(OSError):
+                os.unlink(path + ".lock")
+            removed.append(path)
+    return removed
+
+
+def _abandoned(path: str) -> bool:
+    try:
+        handle = os.open(path + ".lock", os.O_RDWR)
+    except FileNotFoundError:
+        with contextlib.suppress(OSError):
+            return time.time() - os.stat(path).st_mtime > STALE_SECONDS
+        return False
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return False
+    finally:
+        os.close(handle)
+    return True
 
 
 def write_files(

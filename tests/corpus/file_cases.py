@@ -89,16 +89,26 @@ REFUSED = [
     _refused("script-dataset-name", "a dataset named <script>", SIX, "invalid dataset name", dataset="<script>alert(1)</script>"),
     _refused("traversal-tag", "a tag named ../latest", SIX, "invalid tag name", "'../latest'", tag="../latest"),
     _refused("unknown-kind", "a kind override naming no kind", SIX, "'<script>'", "text", kinds={"text": "<script>"}),
+    _refused(
+        "row-group-rows-lie",
+        "row group 0's footer entry claims 4 rows (it holds 2), and the file total agrees",
+        damaged(SIX, lambda p: faults.rewrite_row_counts(p, file_rows=8, group_rows={0: 4})),
+        "part-0.parquet",
+        "row group 0 claims 4 rows",
+        "holds 2 values",
+    ),
+    _refused(
+        "row-group-pages-lie",
+        "row group 0 and its column chunks claim 1 row; its pages hold 2",
+        damaged(SIX, lambda p: faults.rewrite_row_counts(p, file_rows=5, group_rows={0: 1}, columns_too=True)),
+        "part-0.parquet",
+        "row group 0 holds 2 rows",
+        "footer says 1",
+    ),
     _refused("unknown-tokenizer", "a tokenizer that is not in the catalog", SIX, "no-such-tokenizer", tokenizer="no-such-tokenizer", refused_status=404),
 ]
 
 UNREADABLE = [
-    Case(
-        "row-group-rows-lie",
-        "row group 0's footer entry claims 4 rows (it holds 2), and the file total agrees",
-        damaged(SIX, lambda p: faults.rewrite_row_counts(p, file_rows=8, group_rows={0: 4})),
-        probes=tuple(Probe(url, 500, ("row group 0", "holds 2 rows", "footer says 4", *WHERE)) for url in (listing(), sample("a"), media_of("a", "text"))),
-    ),
     _unreadable("changed-in-place", "one byte of the data flipped after registration", lambda p: faults.flip_byte(p, at=0.3), "checksum", "part-0.parquet"),
     _unreadable("truncated-after-registration", "the shard lost its tail after registration", lambda p: faults.truncate(p, keep=0.9), "changed after registration"),
     _unreadable("deleted-after-registration", "the shard was deleted after registration", lambda p: p.unlink(), "is missing", "part-0.parquet"),

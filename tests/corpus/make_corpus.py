@@ -20,6 +20,8 @@ from loaders import Catalog, ReadPlan, Shuffle, Source
 
 from . import media_faults as media
 from .file_cases import REFUSED, UNREADABLE, WHERE
+from .integrity_cases import INTEGRITY_PROBED, INTEGRITY_REFUSED
+from .legacy import register_unchecked
 from .recipes import (
     GOOD,
     LOOKALIKE_KEYS,
@@ -194,9 +196,15 @@ RENDERED = [
     ),
     Case(
         "null-and-duplicate-keys",
-        "a null key and a key used twice",
+        "a null key and a key used twice, registered with duplicates allowed",
         parquet(text_table({"a": "first a"}), pa.table({"id": [None, "a", "b"], "text": ["null key", "second a", "bee"]})),
-        probes=(Probe(listing(), literal=("null key", "second a")), Probe(sample("a")), Probe(sample("b"), literal=("bee",))),
+        allow_duplicate_keys=True,
+        probes=(
+            Probe(listing(), literal=("null key", "second a", "a~1")),
+            Probe(sample("a"), literal=("first a",)),
+            Probe(sample("a~1"), literal=("second a",)),
+            Probe(sample("b"), literal=("bee",)),
+        ),
     ),
     Case(
         "numeric-extremes",
@@ -353,7 +361,7 @@ RENDERED = [
     ),
 ]
 
-CASES: list[Case] = REFUSED + UNREADABLE + RENDERED
+CASES: list[Case] = REFUSED + INTEGRITY_REFUSED + UNREADABLE + INTEGRITY_PROBED + RENDERED
 
 
 def build(case: Case, directory: Path) -> list[str]:
@@ -362,9 +370,18 @@ def build(case: Case, directory: Path) -> list[str]:
 
 
 def register(catalog: Catalog, case: Case, paths: list[str]) -> Any:
-    """Register ``case`` the way a user would (may raise: that is what refused cases test)."""
+    """Register ``case`` the way a user would (may raise: that is what refused cases test); legacy cases as an older version did."""
+    if case.legacy:
+        return register_unchecked(catalog, case.dataset_name, paths, key=case.key, tag=case.tag)
     return catalog.register(
-        case.dataset_name, paths, key=case.key, tag=case.tag, kinds=case.kinds, tokenizer=case.tokenizer, notes=case.notes
+        case.dataset_name,
+        paths,
+        key=case.key,
+        tag=case.tag,
+        kinds=case.kinds,
+        tokenizer=case.tokenizer,
+        notes=case.notes,
+        allow_duplicate_keys=case.allow_duplicate_keys,
     )
 
 

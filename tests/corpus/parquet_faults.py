@@ -11,14 +11,11 @@ b'\\x06'
 from __future__ import annotations
 
 import struct
-from dataclasses import dataclass
 from pathlib import Path
 
+from loaders.thrift_compact import CompactReader, IntField
+
 MAGIC = b"PAR1"
-
-# Thrift compact type ids.
-_BOOL_TRUE, _BOOL_FALSE, _BYTE, _I16, _I32, _I64, _DOUBLE, _BINARY, _LIST, _SET, _MAP, _STRUCT = range(1, 13)
-
 
 def zigzag_varint(value: int) -> bytes:
     """The Thrift compact encoding of a signed 64-bit integer."""
@@ -34,94 +31,11 @@ def zigzag_varint(value: int) -> bytes:
             return bytes(out)
 
 
-@dataclass(frozen=True)
-class Field:
-    """Where one integer field of the footer sits: its path of field ids and its byte span."""
-
-    path: tuple[int, ...]
-    start: int
-    end: int
-
-
-class _Walker:
-    """Walks a Thrift compact struct, recording the byte spans of integer fields."""
-
-    def __init__(self, data: bytes) -> None:
-        self.data = data
-        self.pos = 0
-        self.fields: list[Field] = []
-
-    def byte(self) -> int:
-        value = self.data[self.pos]
-        self.pos += 1
-        return value
-
-    def varint(self) -> int:
-        shift = result = 0
-        while True:
-            b = self.byte()
-            result |= (b & 0x7F) << shift
-            shift += 7
-            if not b & 0x80:
-                return result
-
-    def value(self, kind: int, path: tuple[int, ...]) -> None:
-        if kind in (_BOOL_TRUE, _BOOL_FALSE):
-            return
-        if kind == _BYTE:
-            self.pos += 1
-        elif kind in (_I16, _I32, _I64):
-            start = self.pos
-            self.varint()
-            self.fields.append(Field(path, start, self.pos))
-        elif kind == _DOUBLE:
-            self.pos += 8
-        elif kind == _BINARY:
-            length = self.varint()  # read first: ``self.pos += self.varint()`` would add to the old position
-            self.pos += length
-        elif kind in (_LIST, _SET):
-            header = self.byte()
-            size, element = header >> 4, header & 0x0F
-            if size == 15:
-                size = self.varint()
-            for i in range(size):
-                if element in (_BOOL_TRUE, _BOOL_FALSE):
-                    self.pos += 1
-                else:
-                    self.value(element, path + (i,))
-        elif kind == _MAP:
-            size = self.varint()
-            if size:
-                types = self.byte()
-                for _ in range(size):
-                    self.value(types >> 4, path)
-                    self.value(types & 0x0F, path)
-        elif kind == _STRUCT:
-            self.struct(path)
-        else:
-            raise ValueError(f"unknown thrift compact type {kind} at byte {self.pos}")
-
-    def struct(self, path: tuple[int, ...]) -> None:
-        last = 0
-        while True:
-            header = self.byte()
-            if header == 0:
-                return
-            delta, kind = header >> 4, header & 0x0F
-            if delta:
-                field_id = last + delta
-            else:
-                raw = self.varint()
-                field_id = (raw >> 1) ^ -(raw & 1)
-            last = field_id
-            self.value(kind, path + (field_id,))
-
-
-def footer_fields(footer: bytes) -> list[Field]:
+def footer_fields(footer: bytes) -> list[IntField]:
     """Every integer field of a Parquet ``FileMetaData`` footer, with its path of field ids and list positions."""
-    walker = _Walker(footer)
-    walker.struct(())
-    return walker.fields
+    reader = CompactReader(footer, 0, len(footer), record=True)
+    reader.struct()
+    return reader.fields
 
 
 def split(data: bytes) -> tuple[bytes, bytes]:
@@ -135,21 +49,26 @@ def join(body: bytes, footer: bytes) -> bytes:
     return body + footer + struct.pack("<I", len(footer)) + MAGIC
 
 
-def rewrite_row_counts(path: Path, *, file_rows: int | None, group_rows: dict[int, int]) -> None:
+def rewrite_row_counts(path: Path, *, file_rows: int | None, group_rows: dict[int, int], columns_too: bool = False) -> None:
     """Make ``path``'s footer claim ``file_rows`` rows in all and ``group_rows[g]`` rows in row group ``g``.
 
     FileMetaData field 3 is ``num_rows``; field 4 lists the row groups, whose
     field 3 is their ``num_rows``. Column chunks are left as they are, so the
-    footer lies about the data it describes.
+    footer lies about the data it describes; with ``columns_too`` each column
+    chunk's ``num_values`` (row group field 1, chunk field 3, its field 5)
+    tells the same lie, so only the page headers still hold the truth.
     """
     body, footer = split(path.read_bytes())
-    edits: list[tuple[Field, int]] = []
+    edits: list[tuple[IntField, int]] = []
     for field in footer_fields(footer):
-        if field.path == (3,) and file_rows is not None:
+        p = field.path
+        if p == (3,) and file_rows is not None:
             edits.append((field, file_rows))
-        elif len(field.path) == 3 and field.path[0] == 4 and field.path[2] == 3 and field.path[1] in group_rows:
-            edits.append((field, group_rows[field.path[1]]))
-    if len(edits) != len(group_rows) + (file_rows is not None):
+        elif len(p) == 3 and p[0] == 4 and p[2] == 3 and p[1] in group_rows:
+            edits.append((field, group_rows[p[1]]))
+        elif columns_too and len(p) == 6 and p[0] == 4 and p[1] in group_rows and (p[2], p[4], p[5]) == (1, 3, 5):
+            edits.append((field, group_rows[p[1]]))
+    if len([e for e in edits if len(e[0].path) < 6]) != len(group_rows) + (file_rows is not None):
         raise ValueError(f"{path}: found {len(edits)} row-count fields, expected {len(group_rows) + (file_rows is not None)}")
     out = bytearray(footer)
     for field, value in sorted(edits, key=lambda e: -e[0].start):  # back to front keeps earlier offsets valid
@@ -176,3 +95,25 @@ def flip_byte(path: Path, *, at: float) -> None:
     index = max(4, min(len(body) - 1, int(len(body) * at)))
     data[index] ^= 0xFF
     path.write_bytes(bytes(data))
+
+
+def inflate_first_page(path: Path, *, claimed: int) -> None:
+    """Make the first page of a one-column, one-row-group file claim to inflate to ``claimed`` bytes.
+
+    The page header's ``uncompressed_page_size`` (field 2) is re-encoded in
+    place, which may lengthen the header; the column chunk's
+    ``total_compressed_size`` (ColumnMetaData field 7) grows to match, so the
+    file stays readable up to the moment a reader believes the claim.
+    """
+    body, footer = split(path.read_bytes())
+    start = next(f for f in footer_fields(footer) if f.path == (4, 0, 1, 0, 3, 9))  # data_page_offset
+    offset = CompactReader(footer, start.start, start.end).varint() >> 1
+    reader = CompactReader(body, offset, len(body), record=True)
+    reader.struct()
+    size_field = next(f for f in reader.fields if f.path == (2,))
+    new_body = body[: size_field.start] + zigzag_varint(claimed) + body[size_field.end :]
+    grown = len(new_body) - len(body)
+    total = next(f for f in footer_fields(footer) if f.path == (4, 0, 1, 0, 3, 7))
+    value = CompactReader(footer, total.start, total.end).varint() >> 1
+    new_footer = footer[: total.start] + zigzag_varint(value + grown) + footer[total.end :]
+    path.write_bytes(join(new_body, new_footer))

@@ -64,6 +64,9 @@ class Case:
     refused_status: int = 422
     probes: tuple[Probe, ...] = ()
     after: Callable[[Any, Any], None] | None = None
+    allow_duplicate_keys: bool = False
+    #: Register as a version written before footers, keys and media were checked (``legacy.register_unchecked``).
+    legacy: bool = False
 
     @property
     def dataset_name(self) -> str:

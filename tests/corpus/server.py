@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import resource
 import shutil
 import socket
 import subprocess
@@ -60,11 +61,18 @@ def _wait(port: int, process: subprocess.Popen, server: Server, timeout: float) 
 
 @contextlib.contextmanager
 def served(
-    root: str | Path, logs: Path, *, host: str | None = "127.0.0.1", env: Mapping[str, str] | None = None, timeout: float = 60.0
+    root: str | Path,
+    logs: Path,
+    *,
+    host: str | None = "127.0.0.1",
+    env: Mapping[str, str] | None = None,
+    timeout: float = 60.0,
+    limits: Mapping[int, int] | None = None,
 ) -> Iterator[Server]:
     """Serve the catalog at ``root`` with ``batchscope serve --host host`` (no ``--host`` when None) until the block ends.
 
     ``BATCHSCOPE_*`` variables of this process are not passed on (only ``env``); stdout and stderr go to files in ``logs``.
+    ``limits`` maps ``resource.RLIMIT_*`` to the value the server runs under (a memory cap, say).
     """
     port = free_port()
     logs.mkdir(parents=True, exist_ok=True)
@@ -77,6 +85,7 @@ def served(
             stdout=out,
             stderr=err,
             env=environment,
+            preexec_fn=(lambda: [resource.setrlimit(k, (v, v)) for k, v in limits.items()]) if limits else None,
         )
     server = Server(f"http://127.0.0.1:{port}", port, process, stdout, stderr)
     try:

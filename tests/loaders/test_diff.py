@@ -55,11 +55,12 @@ def put(
     key: str | None = "id",
     per_shard: int = 4,
     kinds: dict[str, str] | None = None,
+    allow_duplicate_keys: bool = False,
 ):
     """Write ``rows`` as Parquet shards of 2-row row groups and register them as ``name@tag``."""
     table = pa.Table.from_pylist(rows, schema=schema)
     paths = write_shards(table, os.path.join(catalog.root, "src", name, tag), rows_per_shard=per_shard, row_group_size=2)
-    return catalog.register(name, paths, key=key, tag=tag, kinds=kinds)
+    return catalog.register(name, paths, key=key, tag=tag, kinds=kinds, allow_duplicate_keys=allow_duplicate_keys)
 
 
 def everything(diff) -> list:
@@ -217,12 +218,17 @@ def test_unchanged_shards_are_never_opened(tmp_path):
     assert [(op.op, op.a, op.b) for op in field.words] == [("equal", "line ", "line "), ("replace", "5", "five, edited")]
 
 
-def test_cached_match_is_reused_without_reading(tmp_path):
+def _cached_diff(tmp_path):
+    """Two versions (one row replaced) and their diff, which is now cached in the catalog."""
     catalog = Catalog(str(tmp_path / "catalog"))
     rows = [{"id": i, "text": f"line {i}", "score": 1.0, "tokens": [], "meta": None} for i in range(6)]
     a = put(catalog, "t", "v1", rows)
     b = put(catalog, "t", "v2", rows[:-1] + [{"id": 9, "text": "new", "score": 1.0, "tokens": [], "meta": None}])
-    first = diff_versions(a, b)
+    return catalog, a, b, diff_versions(a, b)
+
+
+def test_cached_match_is_reused_without_reading(tmp_path):
+    catalog, a, b, first = _cached_diff(tmp_path)
     assert os.listdir(catalog.path("diffs", f"{a.id}..{b.id}"))
     for shard in b.shards:
         os.remove(shard.uri)
@@ -230,6 +236,17 @@ def test_cached_match_is_reused_without_reading(tmp_path):
     assert again.counts == first.counts and again.changes.equals(first.changes)
     with pytest.raises(ChecksumMismatch, match=r"dataset t version .* shard \d"):
         diff_versions(a, b, cache=False)
+
+
+def test_an_edited_cached_match_is_recomputed_not_served(tmp_path):
+    catalog, a, b, first = _cached_diff(tmp_path)
+    directory = catalog.path("diffs", f"{a.id}..{b.id}")
+    [table_file] = [os.path.join(directory, n) for n in os.listdir(directory) if n.endswith(".arrow")]
+    forged = first.changes.slice(0, 0)  # a valid table claiming nothing changed
+    with pa.ipc.new_file(table_file, forged.schema) as writer:
+        writer.write_table(forged)
+    again = diff_versions(a, b)
+    assert again.counts == first.counts and again.changes.equals(first.changes)
 
 
 def test_keyless_near_duplicate_rows_are_paired_as_edited(tmp_path):
@@ -293,13 +310,14 @@ def test_duplicate_keys_are_reported_not_fatal(tmp_path):
     catalog = Catalog(str(tmp_path / "catalog"))
     rows_a = [{"id": i, "text": "x", "score": None, "tokens": None, "meta": None} for i in (1, 2, 1, 3)]
     rows_b = [{"id": i, "text": "x", "score": None, "tokens": None, "meta": None} for i in (1, 2, 3)]
-    a = put(catalog, "d", "v1", rows_a)
+    a = put(catalog, "d", "v1", rows_a, allow_duplicate_keys=True)  # the diff compares key column values
     b = put(catalog, "d", "v2", rows_b)
     diff = diff_versions(a, b, cache=False)
     assert (diff.duplicates.a_count, diff.duplicates.a_examples, diff.duplicates.b_count) == (1, ("1",), 0)
     assert diff.counts.to_json() == {"added": 0, "removed": 1, "changed": 0, "edited": 0, "unchanged": 3}
     [removed] = diff.rows()
     assert removed.key == "1" and removed.a_address == (0, 2)
+    assert removed.a_key == "1~1" and a.sample("1~1") == a.read(0, [2])[0]  # its link names that row, not the first "1"
     assert any("repeats an earlier row" in w for w in diff.warnings)
 
 
