@@ -9,7 +9,7 @@ pay for them; the inspector, which shows every sample, does.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
 import numpy as np
@@ -119,10 +119,16 @@ class SourceRef:
     dataset: str
     version: str
     key_of: Callable[[Record], str]
+    #: Keys of rows registered as allowed duplicates (``KEY~N``), by ``(shard, row)``; empty for unique keys.
+    suffixed: dict[tuple[int, int], str] = field(default_factory=dict)
+
+    def key_at(self, shard: int, row: int, record: Record) -> str:
+        """The permalink key of ``record`` at ``(shard, row)``."""
+        return self.suffixed.get((shard, row)) or self.key_of(record) if self.suffixed else self.key_of(record)
 
     def document(self, source: int, shard: int, row: int, epoch: int, record: Record, draw: int, key: str | None = None) -> Document:
         """The ``Document`` for ``record`` at ``(shard, row)`` of this source (``key`` when already known)."""
-        key = self.key_of(record) if key is None else key
+        key = self.key_at(shard, row, record) if key is None else key
         return Document(source, self.name, key, Address(self.dataset, self.version, shard, row), epoch, record, None, draw)
 
 
@@ -148,8 +154,11 @@ class SampleColumns:
     digests: np.ndarray
 
     def keys(self) -> list[str]:
-        key_of = [s.key_of for s in self.sources]
-        return [key_of[s](r) for s, r in zip(self.source.tolist(), self.records)]
+        refs = self.sources
+        return [
+            refs[s].key_at(shard, row, r)
+            for s, shard, row, r in zip(self.source.tolist(), self.shard.tolist(), self.row.tolist(), self.records)
+        ]
 
     def samples(self) -> list[Sample]:
         """Make the ``Sample`` and ``Document`` objects."""

@@ -292,7 +292,8 @@ class Run:
             for i, source in enumerate(self.sources):
                 version = self.version(i)
                 key_of = version.key_of if version.key is None else functools.partial(_key_column, version.key)
-                refs.append(SourceRef(source.ref, version.name, version.id, key_of))
+                suffixed = {(shard, row): key for shard, row, key in version.manifest.key_suffixes}
+                refs.append(SourceRef(source.ref, version.name, version.id, key_of, suffixed))
             self._refs = refs
         return self._refs
 

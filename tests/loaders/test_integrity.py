@@ -168,6 +168,12 @@ def test_allowed_duplicates_get_stable_suffixes_and_every_link_shows_its_own_rec
     for index, key in enumerate(linked):
         assert version.sample(key)["text"] == f"row {index}"
     assert suffixed_keys(["x", "x", "x~1"]) == {1: "x~2"}
+    from loaders import ReadPlan, Shuffle, Source
+
+    run = catalog.create_run("dup-run", ReadPlan([Source(f"dup@{version.id}")], seed=0, global_batch_size=5,
+                                                 steps=1, streams=1, shuffle=Shuffle(enabled=False)))
+    batch = run.batch(0, 0)  # the read path (and so the ledger) names rows by the same keys as the links
+    assert sorted(batch.keys) == sorted(linked) and sorted(d.key for s in batch.samples for d in s.documents) == sorted(linked)
 
 
 def test_a_version_registered_before_keys_were_checked_refuses_an_ambiguous_key(catalog: Catalog, tmp_path: Path) -> None:
