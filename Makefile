@@ -21,13 +21,19 @@ $(VENV)/.base: pyproject.toml setup.py
 	@$(BIN)/python -m pip install -q --disable-pip-version-check -e .
 	@touch $@
 
+# mosaicml-streaming (a test and bench peer) pulls in a torchvision built for CUDA torch, which cannot load beside the
+# CPU torch and breaks every library that imports it when present (transformers, lightning); nothing here needs it.
+DROP_TORCHVISION := $(BIN)/python -m pip uninstall -y -q torchvision >/dev/null 2>&1 || true
+
 $(VENV)/.test: $(VENV)/.base
 	@$(BIN)/python -m pip install -q --disable-pip-version-check -e '.[test]'
+	@$(DROP_TORCHVISION)
 	@touch $@
 
 $(VENV)/.bench: $(VENV)/.test
 	@$(BIN)/python -m pip install -q --disable-pip-version-check -e '.[bench]' || \
 		echo "warning: some benchmark peers failed to install; bench reports them as unavailable"
+	@$(DROP_TORCHVISION)
 	@touch $@
 
 setup: $(VENV)/.base
@@ -50,8 +56,9 @@ nginx:
 demo: setup
 	$(BIN)/batchscope demo --root $(DEMO_ROOT) --port $(PORT)
 
+# The suite runs on every core (at most 4 worker processes); pass PYTEST_ARGS to narrow it.
 test: setup-test chromium nginx
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n auto --maxprocesses=4 $(PYTEST_ARGS)
 
 bench: $(VENV)/.bench
 	$(BIN)/python -m bench

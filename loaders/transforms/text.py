@@ -40,9 +40,9 @@ class Tokenize(Transform):
                 eos_id = tokenizer.token_to_id(self.eos)
                 if eos_id is None:
                     raise CorruptData(f"{group[0][1].where}: tokenizer has no EOS token {self.eos!r}")
-            encodings = tokenizer.encode_batch(texts, add_special_tokens=False) if len(texts) > 1 else [
-                tokenizer.encode(texts[0], add_special_tokens=False)
-            ]
+            # encode_batch_fast (tokenizers >= 0.21) gives the same ids without computing character offsets
+            encode_batch = getattr(tokenizer, "encode_batch_fast", tokenizer.encode_batch)
+            encodings = encode_batch(texts, add_special_tokens=False)
             for (inputs, _), encoding in zip(group, encodings):
                 ids = encoding.ids
                 if eos_id is not None:
