@@ -112,7 +112,7 @@ _COMPILED = _CompiledTemplates()
 class Templates:
     """Renders page templates and their named blocks (a fragment is a block of its page's template)."""
 
-    def __init__(self, directory: Path = TEMPLATES_DIR, static_dir: Path = STATIC_DIR) -> None:
+    def __init__(self, directory: Path = TEMPLATES_DIR, static_dir: Path = STATIC_DIR, *, form_token: str = "") -> None:
         self.env = jinja2.Environment(
             loader=jinja2.FileSystemLoader(str(directory)),
             autoescape=True,  # every template, .html or not: dataset text is data, never markup
@@ -129,7 +129,7 @@ class Templates:
                 revisions[path] = _revision(static_dir / path)
             return urls.static(path, revisions[path])
 
-        self.env.globals.update(urls=urls, static_url=static_url)
+        self.env.globals.update(urls=urls, static_url=static_url, form_token=form_token)
 
     def warm(self) -> int:
         """Load (compile, the first time in this process) every template, so no request pays for it; returns how many.

@@ -19,6 +19,7 @@ from tests.app.test_media_catalog import (
     MediaCatalog,
     build_media_catalog,
 )
+from tests.support.local_client import local_client
 
 IMMUTABLE = "public, max-age=31536000, immutable"
 ROWS_PER_SHARD = 7  # 14 rows written as 2 shards
@@ -31,7 +32,7 @@ def media(tmp_path_factory: pytest.TempPathFactory) -> MediaCatalog:
 
 @pytest.fixture
 def client(media: MediaCatalog, tmp_path: Path) -> TestClient:
-    return TestClient(create_app(Settings(root=media.catalog.root, flags_path=str(tmp_path / "f.sqlite"))), follow_redirects=False)
+    return local_client(create_app(Settings(root=media.catalog.root, flags_path=str(tmp_path / "f.sqlite"))), follow_redirects=False)
 
 
 def keys(media: MediaCatalog) -> list[str]:
@@ -82,7 +83,7 @@ def test_version_page_is_a_grid_of_lazy_thumbnails_with_real_links(client: TestC
 
 
 def test_grid_keeps_cursor_paging(media: MediaCatalog, tmp_path: Path) -> None:
-    client = TestClient(create_app(Settings(root=media.catalog.root, page_size=5, flags_path=str(tmp_path / "f.sqlite"))))
+    client = local_client(create_app(Settings(root=media.catalog.root, page_size=5, flags_path=str(tmp_path / "f.sqlite"))))
     page = soup(client.get(urls.version("pics", media.pics, start=5)))
     assert [a.get_text() for a in page.select("ul.media-grid li.sample .card-text a.key")] == keys(media)[5:10]
     assert page.select_one("nav.pager a[rel=next]")["href"] == urls.version("pics", media.pics, start=10)
@@ -136,7 +137,7 @@ def test_a_tag_in_a_media_url_redirects_to_the_version_id(client: TestClient, me
 def test_the_cache_stays_within_its_byte_budget(media: MediaCatalog, tmp_path: Path) -> None:
     budget = 4_000
     app = create_app(Settings(root=media.catalog.root, media_cache_bytes=budget, flags_path=str(tmp_path / "f.sqlite")))
-    client = TestClient(app)
+    client = local_client(app)
     made = 0
     for key in ("photo", "plain-png", "gray", "tiff"):
         for url in (
