@@ -12,6 +12,7 @@ import jinja2
 from jinja2.bccache import Bucket, BytecodeCache
 
 from . import urls
+from .markup import segments_html, token_spans_html
 
 REPO = Path(__file__).resolve().parent.parent
 TEMPLATES_DIR = REPO / "templates"
@@ -71,7 +72,14 @@ def short_id(value: str | None, length: int = 12) -> str:
     return "" if value is None else str(value)[:length]
 
 
-FILTERS = {"bytes": human_bytes, "count": count, "short_id": short_id, "visible": visible}
+FILTERS = {
+    "bytes": human_bytes,
+    "count": count,
+    "short_id": short_id,
+    "visible": visible,
+    "segments": segments_html,
+    "token_spans": token_spans_html,
+}
 
 
 def _revision(path: Path) -> str:
