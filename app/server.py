@@ -50,7 +50,7 @@ def run_server(settings: Settings) -> None:
 
     from .factory import create_app
 
-    from .header_timeout import PROTOCOL
+    from .http_protocol import PROTOCOL
 
     settings = settings.with_form_secret()  # one secret for every worker, so a form from one is accepted by all
     app = create_app(settings)  # built here too, so bad settings or catalogs fail before binding
