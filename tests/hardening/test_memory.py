@@ -14,6 +14,7 @@ from typing import Iterator
 import httpx
 import pyarrow as pa
 import pytest
+from bs4 import BeautifulSoup
 from PIL import Image, ImageDraw
 
 from app import urls
@@ -131,4 +132,36 @@ def test_an_image_over_the_budget_is_refused_before_it_is_decoded(server: Server
             assert f"needs about {human_bytes(needed)} to decode" in refused.text and "request_memory_bytes" in refused.text
             assert "column image" in refused.text  # names where the image is
         assert client.get(urls.thumbnail("big", version, "small", "image", size=64)).status_code == 200
+        assert server.process.poll() is None
+
+
+# -- pages of rows ------------------------------------------------------------------------------------
+WIDE_ROWS, WIDE_CHARS = 40, 1_000_000
+
+
+def test_a_page_whose_row_groups_need_more_than_the_budget_is_refused(tmp_path: Path) -> None:
+    """Forty 1 MB texts in one row group (a few KB on disk): any page or sample of it decodes all 40 MB, so under a
+    16 MiB budget it is refused with 413 before anything is read, while small datasets are served as usual."""
+    catalog = Catalog(tmp_path / "catalog")
+    wide = pa.table({"id": [f"w{i}" for i in range(WIDE_ROWS)], "text": [chr(97 + i % 26) * WIDE_CHARS for i in range(WIDE_ROWS)]})
+    catalog.register("wide", write_parquet(wide, tmp_path / "wide", row_group=WIDE_ROWS), key="id", tag="v1")
+    narrow = pa.table({"id": ["n0", "n1"], "text": ["small", "rows"]})
+    catalog.register("narrow", write_parquet(narrow, tmp_path / "narrow", row_group=2), key="id", tag="v1")
+    env = {"BATCHSCOPE_WORKERS": "1", "BATCHSCOPE_REQUEST_MEMORY_BYTES": str(16 << 20), "BATCHSCOPE_FLAGS_PATH": str(tmp_path / "f.sqlite")}
+    wide_id, narrow_id = catalog.resolve("wide@v1").id, catalog.resolve("narrow@v1").id
+    catalog.resolve("wide@v1").find("w0")  # the key index exists (building it reads the key column of every row group)
+    with served(catalog.root, tmp_path / "logs", env=env) as server, httpx.Client(base_url=server.url, timeout=120) as client:
+        for url in (
+            urls.version("wide", wide_id),
+            urls.api(urls.version("wide", wide_id, start=20)),
+            urls.version("wide", wide_id, q="zzz"),
+            urls.sample("wide", wide_id, "w3"),
+        ):
+            refused = client.get(url)
+            assert refused.status_code == 413, (url, refused.status_code)
+            message = BeautifulSoup(refused.text, "html.parser").select_one(".message").get_text() if "html" in refused.headers["content-type"] else refused.json()["error"]
+            assert "needs about" in message and "over the 16.0 MB one request may use" in message and "wide@" in message, message
+        assert client.get(urls.version("narrow", narrow_id)).status_code == 200
+        assert client.get(urls.sample("narrow", narrow_id, "n1")).status_code == 200
+        assert status_kb(server, "VmHWM") < 400 * 1024  # nothing of the 40 MB row group was decoded
         assert server.process.poll() is None
