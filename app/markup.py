@@ -36,14 +36,24 @@ def segments_html(segments: Iterable[Any]) -> Markup:
 def token_spans_html(tokens: Iterable[Any]) -> Markup:
     """Token cells (``app.renderers.tokens.Token``): classes, hover title, piece and id of each.
 
+    A page repeats few distinct pieces and class lists, so each is escaped once.
+
     >>> from app.renderers.tokens import Token
     >>> str(token_spans_html([Token(0, 7, "<s>", "t0 special", "#0 · id 7")]))
     '<span class="tok t0 special" title="#0 · id 7"><span class="p">&lt;s&gt;</span><span class="i">7</span></span>'
     """
+    escaped: dict[str, str] = {}
+
+    def once(text: str) -> str:
+        found = escaped.get(text)
+        if found is None:
+            found = escaped[text] = str(escape(text))
+        return found
+
     return Markup(
         "".join(
-            f'<span class="tok {escape(t.classes)}" title="{escape(t.title)}"><span class="p">{escape(t.piece)}</span>'
-            f'<span class="i">{escape(t.id)}</span></span>'
+            f'<span class="tok {once(t.classes)}" title="{escape(t.title)}"><span class="p">{once(t.piece)}</span>'
+            f'<span class="i">{int(t.id)}</span></span>'
             for t in tokens
         )
     )
