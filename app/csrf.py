@@ -2,13 +2,13 @@
 
 Every POST/PUT/PATCH/DELETE is refused with 403 when the browser says it is
 cross-site (``Sec-Fetch-Site`` other than ``same-origin``/``none``) or names
-another ``Origin`` than the ``Host`` asked for. Requests a page on another
+another ``Origin`` than the ``Host`` asked for. POSTs a page on another
 site could send without a CORS preflight (form, multipart or plain-text
 bodies, or no body type) must also carry the form token, as the hidden
 ``csrf_token`` field every form of the inspector renders or as an
-``X-CSRF-Token`` header. JSON bodies and ``Authorization`` headers cannot be
-sent cross-site without a preflight, which this server never grants, so JSON
-clients need no token.
+``X-CSRF-Token`` header. Other methods, JSON bodies and ``Authorization``
+headers cannot be sent cross-site without a preflight, which this server
+never grants, so they need no token.
 
 The token is an HMAC of a per-server secret (the ``form_secret`` setting, or
 random at start and shared by the worker processes), identical for every
@@ -70,9 +70,15 @@ def cross_site(headers: Mapping[str, str], scheme: str) -> str | None:
     return None
 
 
-def needs_token(headers: Mapping[str, str]) -> bool:
-    """True when a request could have been sent by another site without a preflight (so it must carry the token)."""
-    if "authorization" in headers:
+def needs_token(method: str, headers: Mapping[str, str]) -> bool:
+    """True when a request could have been sent by another site without a preflight (so it must carry the token).
+
+    >>> needs_token("POST", {"content-type": "text/plain"}), needs_token("POST", {"content-type": "application/json"})
+    (True, False)
+    >>> needs_token("DELETE", {}), needs_token("POST", {"authorization": "Bearer t"})
+    (False, False)
+    """
+    if method != "POST" or "authorization" in headers:
         return False
     kind = headers.get("content-type")
     if not kind:
@@ -136,7 +142,7 @@ class CsrfMiddleware:
             return
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
         reason = cross_site(headers, scope.get("scheme", "http"))
-        if reason is None and needs_token(headers):
+        if reason is None and needs_token(scope["method"], headers):
             given = headers.get(HEADER)
             if given is None:
                 body = await _read_body(receive, MAX_FORM_BYTES)

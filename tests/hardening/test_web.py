@@ -109,6 +109,10 @@ def test_cross_site_form_posts_are_refused_and_change_nothing(server: Server, ca
     assert request(server, "POST", urls.api(urls.flags()), headers=text_plain, body=json.dumps({**hidden, "note": "x"}).encode())[0] == 403
     cross_json = {"Content-Type": "application/json", "Origin": "http://evil.example"}
     assert request(server, "POST", urls.api(urls.flags()), headers=cross_json, body=json.dumps(hidden).encode())[0] == 403
+    for method in ("PUT", "PATCH", "DELETE"):  # every state-changing method is checked for its origin
+        assert request(server, method, urls.api(urls.flags()), headers={"Origin": "http://evil.example"})[0] == 403, method
+        assert request(server, method, urls.api(urls.flags()), headers={"Sec-Fetch-Site": "cross-site"})[0] == 403, method
+        assert request(server, method, urls.api(urls.flags()), headers={"Origin": own})[0] == 405, method  # no such route
     assert flag_count(server) == before
 
 
