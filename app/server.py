@@ -49,7 +49,6 @@ def run_server(settings: Settings) -> None:
     import uvicorn
 
     from .factory import create_app
-
     from .http_protocol import PROTOCOL
 
     settings = settings.with_form_secret()  # one secret for every worker, so a form from one is accepted by all
