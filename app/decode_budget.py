@@ -21,10 +21,10 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
-import ctypes.util
+import functools
 import math
 import threading
-from typing import Iterator
+from typing import Callable, Iterator
 
 from fastapi import Request
 
@@ -126,12 +126,18 @@ class DecodeBudget:
                 release_freed_memory()
 
 
-_LIBC = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6") if ctypes.util.find_library("c") else None
+@functools.cache
+def _malloc_trim() -> Callable[[int], int] | None:
+    """glibc's ``malloc_trim`` from the running process, or ``None`` where the C library has none."""
+    try:
+        return ctypes.CDLL(None).malloc_trim  # type: ignore[no-any-return]
+    except (AttributeError, OSError):
+        return None
 
 
 def release_freed_memory() -> None:
     """Give the memory a large decode freed back to the system (glibc keeps it in its arenas otherwise)."""
-    trim = getattr(_LIBC, "malloc_trim", None)
+    trim = _malloc_trim()
     if trim is not None:
         trim(0)
 
