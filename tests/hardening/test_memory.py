@@ -117,6 +117,38 @@ def test_concurrent_thumbnails_of_a_huge_image_stay_within_the_decode_slots(serv
         assert client.get(urls.api(urls.home())).status_code == 200
 
 
+def test_running_out_of_memory_is_a_503_and_the_server_keeps_answering(catalog: Catalog, tmp_path: Path) -> None:
+    """With as many decode slots as requests, eight 88-megapixel decodes at once do not fit the capped address space:
+    the requests that run out of memory are answered 503 (never 500), and the server goes on answering."""
+    prlimit = shutil.which("prlimit")
+    assert prlimit is not None
+    env = {
+        "BATCHSCOPE_WORKERS": "1",
+        "BATCHSCOPE_REQUEST_MEMORY_BYTES": str(BUDGET),
+        "BATCHSCOPE_DECODE_CONCURRENCY": str(len(SIZES)),
+        "BATCHSCOPE_FLAGS_PATH": str(tmp_path / "f.sqlite"),
+        "MALLOC_ARENA_MAX": "2",
+    }
+    version = catalog.resolve("big@v1")
+    with served(catalog.root, tmp_path / "logs", env=env, wrapper=[prlimit, f"--as={ADDRESS_SPACE}"]) as server:
+        statuses: dict[int, int] = {}
+
+        def fetch(size: int) -> None:
+            with httpx.Client(base_url=server.url, timeout=300) as own:
+                statuses[size] = own.get(urls.thumbnail("big", version, "huge", "image", size=size)).status_code
+
+        threads = [threading.Thread(target=fetch, args=(size,)) for size in SIZES]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(300)
+        assert len(statuses) == len(SIZES) and set(statuses.values()) <= {200, 503}, statuses
+        with httpx.Client(base_url=server.url, timeout=300) as client:
+            assert client.get(urls.api(urls.home())).status_code == 200
+            assert client.get(urls.thumbnail("big", version, "small", "image")).status_code == 200
+        assert server.process.poll() is None
+
+
 def test_an_image_over_the_budget_is_refused_before_it_is_decoded(server: Server, catalog: Catalog) -> None:
     version = catalog.resolve("big@v1")
     with httpx.Client(base_url=server.url, timeout=300) as client:
