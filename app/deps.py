@@ -1,4 +1,9 @@
-"""Request dependencies as ``Annotated`` aliases: the settings, the catalog, the flag store, the media cache."""
+"""Request dependencies as ``Annotated`` aliases: the settings, the catalog, the flag store, the media cache.
+
+Each is ``async`` although it only reads ``app.state``: FastAPI runs a plain
+``def`` dependency in the thread pool, so four of them would cost every
+request four trips to a worker thread and back before its handler starts.
+"""
 
 from __future__ import annotations
 
@@ -14,23 +19,23 @@ from .run_cache import RunCache
 from .settings import Settings
 
 
-def get_settings(request: Request) -> Settings:
+async def get_settings(request: Request) -> Settings:
     return request.app.state.settings
 
 
-def get_catalog(request: Request) -> Catalog:
+async def get_catalog(request: Request) -> Catalog:
     return request.app.state.catalog
 
 
-def get_flags(request: Request) -> FlagStore:
+async def get_flags(request: Request) -> FlagStore:
     return request.app.state.flags
 
 
-def get_runs(request: Request) -> RunCache:
+async def get_runs(request: Request) -> RunCache:
     return request.app.state.runs
 
 
-def get_media_cache(request: Request) -> ByteLRU[Any]:
+async def get_media_cache(request: Request) -> ByteLRU[Any]:
     return request.app.state.media_cache
 
 

@@ -101,6 +101,12 @@ async def _http_error(request: Request, exc: Exception) -> Response:
     return error_response(request, message, exc.status_code, dict(exc.headers or {}))
 
 
+async def _out_of_memory(request: Request, exc: Exception) -> Response:
+    log.error("out of memory on %s %s", request.method, request.url.path)
+    message = "the server ran out of memory answering this request; try again later (other requests are still answered)"
+    return error_response(request, message, 503, {"Retry-After": "10"})
+
+
 async def _unexpected_error(request: Request, exc: Exception) -> Response:
     log.exception("unexpected error on %s %s", request.method, request.url.path)
     # Starlette answers unhandled exceptions outside every middleware, so the security headers are set here.
@@ -113,5 +119,6 @@ def install(app: FastAPI) -> None:
     app.add_exception_handler(RequestValidationError, _validation_error)
     app.add_exception_handler(ValidationError, _validation_error)
     app.add_exception_handler(StarletteHTTPException, _http_error)
+    app.add_exception_handler(MemoryError, _out_of_memory)
     app.add_exception_handler(Exception, _unexpected_error)
 

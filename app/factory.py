@@ -24,7 +24,10 @@ from loaders.cache import ByteLRU
 from loaders.version import row_group_cache
 
 from . import errors, urls
+from .csrf import CsrfMiddleware, form_token
+from .decode_budget import DecodeBudget
 from .flags import FlagStore
+from .hosts import HostMiddleware
 from .run_cache import RunCache
 from .security import SecurityMiddleware
 from .settings import Settings
@@ -75,7 +78,7 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
 
 def create_app(settings: Settings | None = None) -> FastAPI:
     """A new inspector app over the catalog ``settings.root`` (settings from the environment when omitted)."""
-    settings = settings or Settings.from_env()
+    settings = (settings or Settings.from_env()).with_form_secret()
     app = FastAPI(
         title="batchscope",
         summary="See exactly what a training job read. Every page's JSON twin lives at /api + the page's path.",
@@ -88,12 +91,16 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.settings = settings
     app.state.catalog = Catalog(settings.root)
     app.state.flags = FlagStore.for_catalog(settings.root, settings.flags_path)
-    app.state.templates = Templates()
+    app.state.form_token = form_token(settings.form_secret)
+    app.state.templates = Templates(form_token=app.state.form_token)
     app.state.media_cache = ByteLRU(budget=settings.media_cache_bytes, size_of=_size_of)
     app.state.runs = RunCache()
+    app.state.decode_budget = DecodeBudget(limit=settings.request_memory_bytes, concurrency=settings.decode_concurrency)
     row_group_cache().budget = settings.row_group_cache_bytes  # the cache is process-wide; the setting sizes it
     errors.install(app)
-    app.add_middleware(SecurityMiddleware, token=settings.token)
+    app.add_middleware(CsrfMiddleware, token=app.state.form_token)  # innermost: runs after the Host and token checks
+    app.add_middleware(HostMiddleware, names=settings.host_names())
+    app.add_middleware(SecurityMiddleware, token=settings.token)  # outermost: its headers go on every answer
     app.mount("/static", StaticFiles(directory=str(STATIC_DIR)), name="static")
     for router in routers():
         app.include_router(router)

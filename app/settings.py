@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import secrets
 import types
 import typing
 from dataclasses import dataclass, field
@@ -53,13 +54,36 @@ class Settings:
         0.8, "Similarity (0-1) above which a removed and an added keyless row count as one edited row in a version diff."
     )
     flags_path: str = _setting("", "SQLite file holding flags; empty means inspector.sqlite in the catalog root.")
-    workers: int = _setting(1, "Server processes answering requests in parallel, each with its own caches (one per core suits a busy shared inspector).")
+    workers: int = _setting(
+        0,
+        "Server processes answering requests in parallel, each with its own caches; 0 means one per core (at most 8), "
+        "which a busy shared inspector needs.",
+    )
+    allowed_hosts: str = _setting(
+        "",
+        "Comma-separated host names the server answers to (Host header, any port; * for any); empty means the bind address, "
+        "localhost, 127.0.0.1 and ::1. Other names are refused, so DNS rebinding cannot reach the inspector.",
+    )
+    header_timeout: float = _setting(
+        10.0, "Seconds a client has to send a request line and headers (from connecting, or from a kept-alive request's first byte)."
+    )
+    request_memory_bytes: int = _setting(
+        512 << 20,
+        "Memory one request may decode into (an image's pixels, a page of rows); beyond it the request is refused with 413.",
+    )
+    decode_concurrency: int = _setting(2, "Decodes of large media (over 1/8 of request_memory_bytes) run at once per process; others wait.")
+    form_secret: str = _setting(
+        "", "Secret behind the anti-forgery token of forms; empty means a random one each time the server starts (shared by its workers)."
+    )
 
     def __post_init__(self) -> None:
         checks = {
             "port": 0 <= self.port <= 65535,
             "page_size": 1 <= self.page_size <= 10_000,
-            "workers": 1 <= self.workers <= 64,
+            "workers": 0 <= self.workers <= 64,
+            "header_timeout": 0 < self.header_timeout <= 3600,
+            "request_memory_bytes": self.request_memory_bytes >= 1 << 20,
+            "decode_concurrency": 1 <= self.decode_concurrency <= 64,
             "search_seconds": self.search_seconds >= 0,
             "text_collapse_chars": self.text_collapse_chars >= 1,
             "token_fragment_threshold": self.token_fragment_threshold >= 1,
@@ -95,6 +119,20 @@ class Settings:
         return {spec.env: str(getattr(self, spec.name)) for spec in specs() if getattr(self, spec.name) is not None}
 
     @property
+    def processes(self) -> int:
+        """How many server processes ``workers`` asks for (``0``: one per core, at most 8)."""
+        return self.workers or max(1, min(os.cpu_count() or 1, 8))
+
+    def with_form_secret(self) -> "Settings":
+        """These settings, with a random ``form_secret`` when none is set (the server then passes it to its workers)."""
+        return self if self.form_secret else dataclasses.replace(self, form_secret=secrets.token_hex(32))
+
+    def host_names(self) -> frozenset[str]:
+        """The ``Host`` names this server answers to, lower case (``*`` in it: any)."""
+        given = {name.strip().lower().strip("[]") for name in self.allowed_hosts.split(",") if name.strip()}
+        return frozenset(given or {self.host.lower().strip("[]"), "localhost", "127.0.0.1", "::1"})
+
+    @property
     def url(self) -> str:
         """The address the server answers on."""
         host = f"[{self.host}]" if ":" in self.host else self.host
@@ -110,7 +148,10 @@ _RANGES = {
     "row_group_cache_bytes": ">= 0",
     "media_cache_bytes": ">= 0",
     "diff_similarity": "0.0-1.0",
-    "workers": "1-64",
+    "workers": "0-64 (0: one per core)",
+    "header_timeout": "> 0 and <= 3600",
+    "request_memory_bytes": ">= 1048576",
+    "decode_concurrency": "1-64",
 }
 
 

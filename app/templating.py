@@ -12,6 +12,7 @@ import jinja2
 from jinja2.bccache import Bucket, BytecodeCache
 
 from . import urls
+from .markup import segments_html, token_spans_html
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -83,7 +84,14 @@ def short_id(value: str | None, length: int = 12) -> str:
     return "" if value is None else str(value)[:length]
 
 
-FILTERS = {"bytes": human_bytes, "count": count, "short_id": short_id, "visible": visible}
+FILTERS = {
+    "bytes": human_bytes,
+    "count": count,
+    "short_id": short_id,
+    "visible": visible,
+    "segments": segments_html,
+    "token_spans": token_spans_html,
+}
 
 
 def _revision(path: Path) -> str:
@@ -124,7 +132,7 @@ _COMPILED = _CompiledTemplates()
 class Templates:
     """Renders page templates and their named blocks (a fragment is a block of its page's template)."""
 
-    def __init__(self, directory: Path = TEMPLATES_DIR, static_dir: Path = STATIC_DIR) -> None:
+    def __init__(self, directory: Path = TEMPLATES_DIR, static_dir: Path = STATIC_DIR, *, form_token: str = "") -> None:
         self.env = jinja2.Environment(
             loader=jinja2.FileSystemLoader(str(directory)),
             autoescape=True,  # every template, .html or not: dataset text is data, never markup
@@ -141,7 +149,7 @@ class Templates:
                 revisions[path] = _revision(static_dir / path)
             return urls.static(path, revisions[path])
 
-        self.env.globals.update(urls=urls, static_url=static_url)
+        self.env.globals.update(urls=urls, static_url=static_url, form_token=form_token)
 
     def warm(self) -> int:
         """Load (compile, the first time in this process) every template, so no request pays for it; returns how many.

@@ -1,14 +1,18 @@
 """Load benchmark: 32 concurrent clients on a real ``batchscope serve`` over the demo workspace, against 1 client.
 
-The mix (``bench.load.DEFAULT_MIX``) is step and rank pages, thumbnails, and
-dataset, version and sample pages; kinds the server does not route yet are
-skipped with a note. Each URL kind is warmed once before timing (imports, key
-indexes, the first thumbnail). Both runs last 60 s (10 s in quick mode) on
-127.0.0.1; the clients share the machine's cores with the server, as they
-would in a team sharing one box. Goals: no errors, p99 <= 1 s with 32 clients.
+The mix (``bench.load.DEFAULT_MIX``) is step and rank pages, thumbnails, video
+frames, and dataset, version and sample pages; kinds the server does not
+route yet are skipped with a note. Two URL sets are timed: the hot set (a
+few dozen URLs per kind) and the uniform set (every step, rank, key, listing
+page, thumbnail and frame of the demo). Each URL kind is warmed once before
+timing (imports, key indexes, the first thumbnail). Every run lasts 60 s (10 s
+in quick mode) on 127.0.0.1; the clients share the machine's cores with the
+server, as they would in a team sharing one box. Goals: no errors, p99 <= 1 s
+with 32 clients, and 32 clients served at least twice as many requests per
+second as 1 client, for both URL sets.
 
 The mix can be changed without code: ``BENCH_LOAD_MIX="rank=1,thumbnail=1"``
-(kinds: rank, step, thumbnail, dataset, version, sample).
+(kinds: rank, step, thumbnail, frame, dataset, version, sample).
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ CLIENTS = 32
 FULL_SECONDS = 60.0
 QUICK_SECONDS = 10.0
 P99_GOAL_MS = 1000.0
+THROUGHPUT_GOAL = 2.0
 
 
 def parse_mix(text: str) -> dict[str, float]:
@@ -44,11 +49,42 @@ def parse_mix(text: str) -> dict[str, float]:
     return mix
 
 
-def run(workdir: Path, *, quick: bool, mix: dict[str, float] | None = None, clients: int = CLIENTS) -> dict[str, Any]:
-    """Serve the demo workspace, warm it, then time 1 client and ``clients`` clients for the same duration each.
+def _case(base_url: str, client: httpx.Client, root: Path, *, uniform: bool, mix: dict[str, float], clients: int, seconds: float) -> dict[str, Any]:
+    """One URL set (hot or uniform): 1 client, then ``clients`` clients, for ``seconds`` each."""
+    plan = plan_routes(client, str(root), mix=mix, uniform=uniform)
+    for kind in plan.kinds:  # warm: first request of each URL kind
+        client.get(kind.urls[0])
+    baseline = summarize(run_load(base_url, plan.kinds, clients=1, seconds=seconds, seed=1), seconds)
+    loaded = summarize(run_load(base_url, plan.kinds, clients=clients, seconds=seconds, seed=2), seconds)
+    return {
+        "case": "uniform" if uniform else "hot",
+        "urls": {k.name: len(k.urls) for k in plan.kinds},
+        "notes": plan.notes,
+        "mix": ", ".join(f"{k.name}={k.weight:g} ({len(k.urls)} URLs)" for k in plan.kinds),
+        "one_client": baseline,
+        "loaded": loaded,
+    }
 
-    ``mix`` weights the route kinds (default ``$BENCH_LOAD_MIX``, else ``bench.load.DEFAULT_MIX``).
+
+def _ratios(case: dict[str, Any], clients: int) -> dict[str, Any]:
+    name, one, loaded = case["case"], case["one_client"], case["loaded"]
+    ratios = {
+        f"{name}_p99_{clients}_over_1": harness.ratio(loaded["overall"]["p99_ms"], one["overall"]["p99_ms"]),
+        f"{name}_p50_{clients}_over_1": harness.ratio(loaded["overall"]["p50_ms"], one["overall"]["p50_ms"]),
+        f"{name}_throughput_{clients}_over_1": harness.ratio(loaded["overall"]["per_second"], one["overall"]["per_second"]),
+    }
+    for kind, stats in loaded["by_kind"].items():
+        ratios[f"{name}_p99_{kind}_{clients}_over_1"] = harness.ratio(stats["p99_ms"], one["by_kind"].get(kind, {}).get("p99_ms"))
+    return ratios
+
+
+def run(workdir: Path, *, quick: bool, mix: dict[str, float] | None = None, clients: int = CLIENTS) -> dict[str, Any]:
+    """Serve the demo workspace, then time the hot and the uniform URL sets, each with 1 client and ``clients`` clients.
+
+    ``mix`` weights the route kinds (default ``$BENCH_LOAD_MIX``, else ``bench.load.DEFAULT_MIX``); the server runs
+    with its default worker count unless ``$BENCH_LOAD_WORKERS`` says otherwise.
     """
+    from app.settings import Settings
     from loaders.demo import ensure_demo
 
     if mix is None and os.environ.get("BENCH_LOAD_MIX"):
@@ -56,38 +92,46 @@ def run(workdir: Path, *, quick: bool, mix: dict[str, float] | None = None, clie
     seconds = QUICK_SECONDS if quick else FULL_SECONDS
     root = Path(workdir) / "load-demo"
     ensure_demo(str(root), log=lambda line: None)
-    workers = int(os.environ.get("BENCH_LOAD_WORKERS", "1"))
+    workers = int(os.environ.get("BENCH_LOAD_WORKERS", "0"))
+    processes = Settings(workers=workers).processes
     with inspector(root, Path(workdir) / "load-logs", workers=workers) as base_url:
         with httpx.Client(base_url=base_url, timeout=120) as client:
-            plan = plan_routes(client, str(root), mix=mix or DEFAULT_MIX)
-            for kind in plan.kinds:  # warm: first request of each URL kind
-                client.get(kind.urls[0])
-        baseline = summarize(run_load(base_url, plan.kinds, clients=1, seconds=seconds, seed=1), seconds)
-        loaded = summarize(run_load(base_url, plan.kinds, clients=clients, seconds=seconds, seed=2), seconds)
-    p99 = loaded["overall"]["p99_ms"]
-    errors = loaded["overall"]["errors"] + baseline["overall"]["errors"]
-    ratios = {
-        f"p99_{clients}_over_1": harness.ratio(p99, baseline["overall"]["p99_ms"]),
-        f"p50_{clients}_over_1": harness.ratio(loaded["overall"]["p50_ms"], baseline["overall"]["p50_ms"]),
-        f"throughput_{clients}_over_1": harness.ratio(loaded["overall"]["per_second"], baseline["overall"]["per_second"]),
-    }
-    for kind, stats in loaded["by_kind"].items():
-        ratios[f"p99_{kind}_{clients}_over_1"] = harness.ratio(stats["p99_ms"], baseline["by_kind"].get(kind, {}).get("p99_ms"))
+            cases = [_case(base_url, client, root, uniform=u, mix=mix or DEFAULT_MIX, clients=clients, seconds=seconds) for u in (False, True)]
+    hot, uniform = cases
+    errors = sum(c[k]["overall"]["errors"] for c in cases for k in ("one_client", "loaded"))
+    ratios: dict[str, Any] = {}
+    for case in cases:
+        ratios.update(_ratios(case, clients))
+    ratios[f"uniform_over_hot_p99_{clients}"] = harness.ratio(uniform["loaded"]["overall"]["p99_ms"], hot["loaded"]["overall"]["p99_ms"])
+    ratios[f"uniform_over_hot_throughput_{clients}"] = harness.ratio(
+        uniform["loaded"]["overall"]["per_second"], hot["loaded"]["overall"]["per_second"]
+    )
+    goals = {"errors": harness.goal(f"0 errors (1 and {clients} clients, both URL sets)", errors, errors == 0)}
+    for case in cases:
+        p99 = case["loaded"]["overall"]["p99_ms"]
+        gain = ratios[f"{case['case']}_throughput_{clients}_over_1"]
+        goals[f"{case['case']}_p99_ms"] = harness.goal(
+            f"<= {P99_GOAL_MS:g} ms p99 with {clients} clients ({case['case']} URLs)", p99, p99 is not None and p99 <= P99_GOAL_MS
+        )
+        goals[f"{case['case']}_throughput_ratio"] = harness.goal(
+            f">= {THROUGHPUT_GOAL:g}x the 1-client throughput with {clients} clients ({case['case']} URLs)",
+            gain,
+            gain is not None and gain >= THROUGHPUT_GOAL,
+        )
     return harness.document(
         NAME,
         quick=quick,
-        baseline={"system": "the same mix with 1 client", "clients": 1, "seconds": seconds, **baseline},
-        results=[{"clients": clients, "seconds": seconds, "server_workers": workers, **loaded}],
+        baseline={"system": "the same URL set and mix with 1 client", "clients": 1, "seconds": seconds, **{c["case"]: c["one_client"] for c in cases}},
+        results=[{"case": c["case"], "clients": clients, "seconds": seconds, "server_workers": processes, "urls": c["urls"], **c["loaded"]} for c in cases],
         ratios=ratios,
-        goals={
-            "errors": harness.goal(f"0 errors (1 and {clients} clients)", errors, errors == 0),
-            "p99_ms": harness.goal(f"<= {P99_GOAL_MS:g} ms p99 with {clients} clients", p99, p99 is not None and p99 <= P99_GOAL_MS),
-        },
+        goals=goals,
         notes=[
-            "mix (weights): " + ", ".join(f"{k.name}={k.weight:g} ({len(k.urls)} URLs)" for k in plan.kinds),
-            *plan.notes,
-            f"demo workspace served by `batchscope serve` with workers={workers} (BENCH_LOAD_WORKERS, default 1 like the server) "
-            f"on 127.0.0.1; {clients} client threads (httpx) on the same machine",
+            *(f"{c['case']} mix (weights): {c['mix']}" for c in cases),
+            *(note for c in cases for note in c["notes"]),
+            "hot: a few dozen URLs per kind (kept pages and made media are served again); uniform: every step, rank, key, "
+            "listing page, thumbnail and video frame of the demo, drawn uniformly, so nearly every request is a cold page",
+            f"demo workspace served by `batchscope serve` with {processes} worker processes (BENCH_LOAD_WORKERS, default 0: "
+            f"the server's default, one per core) on 127.0.0.1; {clients} client threads (httpx) on the same machine",
             "each URL kind was requested once before timing; latencies are per request, client side",
         ],
     )

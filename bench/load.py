@@ -1,10 +1,14 @@
 """A bounded HTTP load generator for the inspector: client threads on 127.0.0.1 mixing route kinds, latency per kind.
 
-Each route kind (step and rank pages, thumbnails, dataset, version and sample
-pages) is a list of URLs over a real catalog; every client thread picks a kind
-by weight and one of its URLs at random, GETs it, and records the latency and
-the status. A kind whose URLs the server does not route (404) is skipped with
-a note, so the mix works while pages are still being built.
+Each route kind (step and rank pages, thumbnails, video frames, dataset,
+version and sample pages) is a list of URLs over a real catalog; every client
+thread picks a kind by weight and one of its URLs at random, GETs it, and
+records the latency and the status. Two URL sets: the *hot* set (a few dozen
+URLs per kind, as a team looking at the same links asks for) and the
+*uniform* set (every step, rank, key, listing page, thumbnail and frame of the
+catalog, so nearly every request is a cold page). A kind whose URLs the
+server does not route (404) is skipped with a note, so the mix works while
+pages are still being built.
 
 >>> percentile([1.0, 2.0, 3.0, 4.0], 50)
 2.5
@@ -29,7 +33,7 @@ from typing import Any, Iterator, Mapping
 import httpx
 
 #: Default weights of the route kinds in the mix (relative; a kind with weight 0 is not requested).
-DEFAULT_MIX: dict[str, float] = {"rank": 3, "step": 2, "thumbnail": 3, "dataset": 1, "version": 1, "sample": 1}
+DEFAULT_MIX: dict[str, float] = {"rank": 3, "step": 2, "thumbnail": 3, "frame": 1, "dataset": 1, "version": 1, "sample": 1}
 URLS_PER_KIND = 40
 REQUEST_TIMEOUT = 60.0
 
@@ -99,6 +103,39 @@ def candidate_urls(root: str, *, per_kind: int = URLS_PER_KIND, seed: int = 0) -
     return {kind: values[:per_kind] if kind != "sample" else rng.sample(values, min(len(values), per_kind)) for kind, values in found.items()}
 
 
+def uniform_urls(root: str, *, page_size: int = 50) -> dict[str, list[str]]:
+    """Every URL of each route kind over the catalog at ``root``: all steps and ranks of every run, every key of every
+    dataset's latest version (sample pages; thumbnails of image and video fields), every listing page, every video frame."""
+    from app import urls
+    from loaders import Catalog
+    from loaders.media import probe, video_source
+
+    catalog = Catalog(root)
+    found: dict[str, list[str]] = {"dataset": [], "version": [], "sample": [], "step": [], "rank": [], "thumbnail": [], "frame": []}
+    for name in catalog.datasets():
+        found["dataset"].append(urls.dataset(name))
+        version = catalog.resolve(name)
+        found["version"].extend(urls.version(name, version, start=start or None) for start in range(0, version.rows, page_size))
+        media = [column for column, kind in version.kinds.items() if kind in ("image", "video")]
+        for index in range(version.rows):
+            record = version.record(index)
+            key = version.key_of(record)
+            found["sample"].append(urls.sample(name, version, key))
+            for column in media:
+                found["thumbnail"].append(urls.thumbnail(name, version, key, column))
+                if version.kinds[column] == "video":
+                    shard, row = version.locate(index)
+                    where = version.where(shard, row)
+                    clip = probe(video_source(record[column], shard_uri=version.shards[shard].uri, where=where), where=where)
+                    found["frame"].extend(urls.frame(name, version, key, column, frame) for frame in range(clip.frame_count))
+    for name in catalog.runs():
+        run = catalog.run(name)
+        for step in range(run.total_steps):
+            found["step"].append(urls.step(name, step))
+            found["rank"].extend(urls.rank(name, step, rank) for rank in range(run.world_size_at(step)))
+    return found
+
+
 def thumbnail_urls(client: httpx.Client, pages: list[str], *, limit: int = URLS_PER_KIND) -> list[str]:
     """The thumbnails that listing pages of image datasets show (``<img src>`` asking for a thumbnail)."""
     found: list[str] = []
@@ -115,10 +152,21 @@ def thumbnail_urls(client: httpx.Client, pages: list[str], *, limit: int = URLS_
     return found[:limit]
 
 
-def plan_routes(client: httpx.Client, root: str, *, mix: Mapping[str, float] = DEFAULT_MIX, seed: int = 0) -> Plan:
-    """The kinds of ``mix`` that have URLs and that the server routes; the others are noted and left out."""
-    candidates = candidate_urls(root, seed=seed)
-    candidates["thumbnail"] = thumbnail_urls(client, candidates.pop("image-pages"))
+def plan_routes(
+    client: httpx.Client, root: str, *, mix: Mapping[str, float] = DEFAULT_MIX, seed: int = 0, uniform: bool = False
+) -> Plan:
+    """The kinds of ``mix`` that have URLs and that the server routes; the others are noted and left out.
+
+    ``uniform``: every URL of the catalog (``uniform_urls``) instead of the hot set.
+    """
+    everything = uniform_urls(root)
+    if uniform:
+        candidates = everything
+    else:
+        candidates = candidate_urls(root, seed=seed)
+        candidates["thumbnail"] = thumbnail_urls(client, candidates.pop("image-pages"))
+        frames = everything["frame"]
+        candidates["frame"] = random.Random(seed).sample(frames, min(len(frames), URLS_PER_KIND))
     plan = Plan(kinds=[])
     for kind, weight in mix.items():
         if weight <= 0:

@@ -34,13 +34,25 @@ def serve(
     port: Annotated[
         Optional[int], typer.Option("--port", "-p", help="Port to listen on (default: $BATCHSCOPE_PORT, else 8000).", show_default=False)
     ] = None,
+    workers: Annotated[
+        Optional[int],
+        typer.Option("--workers", "-w", help="Server processes (default: $BATCHSCOPE_WORKERS, else 0: one per core, at most 8).", show_default=False),
+    ] = None,
+    allowed_hosts: Annotated[
+        Optional[str],
+        typer.Option(
+            "--allowed-hosts",
+            help="Comma-separated Host names to answer (default: $BATCHSCOPE_ALLOWED_HOSTS, else the bind address and localhost).",
+            show_default=False,
+        ),
+    ] = None,
 ) -> None:
     """Serve the inspector over the catalog at ROOT (every BATCHSCOPE_* setting applies; see docs/inspector.md)."""
     from app.server import run_server
     from app.settings import Settings
 
     with friendly_errors():
-        settings = Settings.from_env(root=cli_root(root), host=host, port=port)
+        settings = Settings.from_env(root=cli_root(root), host=host, port=port, workers=workers, allowed_hosts=allowed_hosts)
         run_server(settings)
 
 
@@ -58,4 +70,4 @@ def demo(
     with friendly_errors():
         ensure_demo(root, seed=seed, rebuild=rebuild, log=console.print)
         if not no_serve:
-            serve(root=root, host=host, port=port)
+            serve(root=root, host=host, port=port, workers=None, allowed_hosts=None)

@@ -10,6 +10,7 @@ from loaders.catalog import check_name
 from loaders.errors import InvalidPlan, TokenizerNotFound
 
 from .. import urls
+from ..decode_budget import DecodeBudget
 from ..jsonable import html_only
 from ..templating import count
 from ..renderers.registry import FieldContext, View, render_cell
@@ -253,6 +254,7 @@ def rows_block(
     page_size: int,
     search_seconds: float,
     tokenizer: Any = None,
+    budget: DecodeBudget | None = None,
 ) -> RowsBlock:
     """One page of rows, by cursor or by search."""
     if start is not None and end is not None:
@@ -263,9 +265,9 @@ def rows_block(
         column = column or (search_columns[0] if search_columns else None)
         if column is None:
             raise InvalidPlan(f"{version.ref} has no text column to search")
-        found = search(version, column=column, query=q, start=start, end=end, size=page_size, seconds=search_seconds)
+        found = search(version, column=column, query=q, start=start, end=end, size=page_size, seconds=search_seconds, budget=budget)
     else:
-        found = page_at(version, start=start, end=end, size=page_size)
+        found = page_at(version, start=start, end=end, size=page_size, budget=budget)
     entries = []
     for index, record in zip(found.indices, found.records):
         shard, row = version.locate(index)
@@ -321,8 +323,9 @@ def version_page(
     column: str | None = None,
     page_size: int = 50,
     search_seconds: float = 2.0,
+    budget: DecodeBudget | None = None,
 ) -> VersionPage:
-    """Schema, stats and one page of rows of ``version``."""
+    """Schema, stats and one page of rows of ``version`` (refused with 413 when its rows need more memory than ``budget``)."""
     name = version.name
     tags = _tags_by_version(catalog, name).get(version.id, [])
     columns, complete = _columns(version)
@@ -355,6 +358,7 @@ def version_page(
             page_size=page_size,
             search_seconds=search_seconds,
             tokenizer=tokenizer,
+            budget=budget,
         ),
         notes=dict(version.manifest.notes),
         title=version.ref,

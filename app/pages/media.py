@@ -37,6 +37,7 @@ from loaders.media import (
 )
 
 from .. import urls
+from ..decode_budget import DecodeBudget, frame_decode_bytes, image_decode_bytes, jpeg_reduction
 from ..jsonable import html_only
 from ..media_cache import MediaCache
 from ..renderers.image import image_view
@@ -47,6 +48,9 @@ from .common import Link
 #: Kinds this module serves (``binary`` fields only have their stored bytes).
 MEDIA_KINDS = ("image", "video")
 MIN_SIDE, MAX_SIDE = 16, 4096
+#: The thumbnail sizes made (longest side): a ``thumb=`` in range is snapped up to one of them (the largest at most), so
+#: however many distinct values are asked for, an image is decoded and cached at these sizes only.
+THUMB_SIDES = (64, 128, 160, 256, 512, 1024, 2048)
 FRAME_QUALITY = 90
 
 
@@ -151,9 +155,22 @@ def require_kind(media: MediaField, *kinds: str) -> None:
 
 
 def check_side(size: int) -> int:
+    """The thumbnail size made for ``thumb=size``: the smallest of ``THUMB_SIDES`` at least ``size`` (else the largest).
+
+    >>> check_side(16), check_side(256), check_side(300), check_side(4096)
+    (64, 256, 512, 2048)
+    """
     if not MIN_SIDE <= size <= MAX_SIDE:
         raise MediaRequestError(f"thumb={size} is out of range: {MIN_SIDE}-{MAX_SIDE} pixels")
-    return size
+    return next((side for side in THUMB_SIDES if side >= size), THUMB_SIDES[-1])
+
+
+def _image_needs(data: bytes, media: "MediaField", *, side: int | None, extra_copy: bool = False) -> int:
+    """Memory decoding the image ``data`` needs (read from its header), for a thumbnail of ``side`` or at full size."""
+    info = image_info(data, where=media.where)
+    reduction = jpeg_reduction(info.width, info.height, side) if info.format == "JPEG" else 1
+    needed = image_decode_bytes(info.width, info.height, info.mode, reduction=reduction, rotated=info.orientation not in (None, 1))
+    return needed + (info.width * info.height * 4 if extra_copy else 0)
 
 
 def parse_box(text: str) -> tuple[int, int, int, int]:
@@ -185,42 +202,52 @@ def check_frame(info: VideoInfo, media: MediaField, index: int) -> int:
     return index
 
 
-def frame_image(cache: MediaCache, media: MediaField, index: int, *, size: int | None = None) -> bytes:
-    """Frame ``index`` of a video field as JPEG (``size``: a thumbnail of it); decodes that one frame only."""
+def frame_image(cache: MediaCache, budget: DecodeBudget, media: MediaField, index: int, *, size: int | None = None) -> bytes:
+    """Frame ``index`` of a video field as JPEG (``size``: a thumbnail of it); decodes that one frame only, within ``budget``."""
     require_kind(media, "video")
-    check_frame(video_info(cache, media), media, index)
+    info = video_info(cache, media)
+    check_frame(info, media, index)
+    needed = frame_decode_bytes(info.width, info.height)
+    what = f"frame {index} ({info.width}x{info.height}) of {media.where}"
     if size is not None:
-        check_side(size)
+        side = check_side(size)
 
         def shrink() -> bytes:
-            full = frame_image(cache, media, index)
-            return _jpeg_thumbnail(np.asarray(Image.open(io.BytesIO(full)).convert("RGB")), size)
+            full = frame_image(cache, budget, media, index)
+            with budget.decoding(needed, what):
+                return _jpeg_thumbnail(np.asarray(Image.open(io.BytesIO(full)).convert("RGB")), side)
 
-        return cache.get_or_make(("frame", *media.address, index, size), shrink)
+        return cache.get_or_make(("frame", *media.address, index, side), shrink)
 
     def make() -> bytes:
-        (decoded,) = decode_frames(media.video_source(), [index], where=media.where)
-        return encode_jpeg(decoded, quality=FRAME_QUALITY)
+        with budget.decoding(needed, what):
+            (decoded,) = decode_frames(media.video_source(), [index], where=media.where)
+            return encode_jpeg(decoded, quality=FRAME_QUALITY)
 
     return cache.get_or_make(("frame", *media.address, index, None), make)
 
 
-def thumbnail_image(cache: MediaCache, media: MediaField, size: int) -> bytes:
-    """A thumbnail (longest side ``size``): of the image, EXIF applied; of a video, its first frame."""
+def thumbnail_image(cache: MediaCache, budget: DecodeBudget, media: MediaField, size: int) -> bytes:
+    """A thumbnail (longest side ``size``, snapped to ``THUMB_SIDES``): of the image, EXIF applied; of a video, its first frame."""
     require_kind(media, *MEDIA_KINDS)
-    check_side(size)
+    side = check_side(size)
     if media.kind == "video":
-        return frame_image(cache, media, 0, size=size)
-    return cache.get_or_make(
-        ("thumb", *media.address, size), lambda: thumbnail(media.image_bytes(), max_side=size, where=media.where)
-    )
+        return frame_image(cache, budget, media, 0, size=side)
+
+    def make() -> bytes:
+        data = media.image_bytes()
+        with budget.decoding(_image_needs(data, media, side=side), f"the image at {media.where}"):
+            return thumbnail(data, max_side=side, where=media.where)
+
+    return cache.get_or_make(("thumb", *media.address, side), make)
 
 
-def boxed_image(cache: MediaCache, media: MediaField, box: tuple[int, int, int, int], *, size: int | None = None) -> bytes:
+def boxed_image(
+    cache: MediaCache, budget: DecodeBudget, media: MediaField, box: tuple[int, int, int, int], *, size: int | None = None
+) -> bytes:
     """The image upright with ``box`` (left, top, right, bottom, in upright pixels) outlined: PNG, or a thumbnail."""
     require_kind(media, "image")
-    if size is not None:
-        check_side(size)
+    side = check_side(size) if size is not None else None
 
     def make() -> bytes:
         data = media.image_bytes()
@@ -230,13 +257,14 @@ def boxed_image(cache: MediaCache, media: MediaField, box: tuple[int, int, int, 
             raise MediaRequestError(
                 f"box={left},{top},{right},{bottom} is not inside the {info.width}x{info.height} image at {media.where}"
             )
-        shown = draw_box(open_image(data, where=media.where), box)
-        if size is None:
-            return render_png(shown)
-        shown.thumbnail((size, size), Image.Resampling.LANCZOS, reducing_gap=2.0)
-        return encode_jpeg(np.asarray(shown.convert("RGB")), quality=88)
+        with budget.decoding(_image_needs(data, media, side=None, extra_copy=True), f"the image at {media.where}"):
+            shown = draw_box(open_image(data, where=media.where), box)
+            if side is None:
+                return render_png(shown)
+            shown.thumbnail((side, side), Image.Resampling.LANCZOS, reducing_gap=2.0)
+            return encode_jpeg(np.asarray(shown.convert("RGB")), quality=88)
 
-    return cache.get_or_make(("box", *media.address, box, size), make)
+    return cache.get_or_make(("box", *media.address, box, side), make)
 
 
 # -- the view page -------------------------------------------------------------------------
@@ -280,7 +308,7 @@ def pick_frame(media: MediaField, info: VideoInfo, *, frame: int | None, t: floa
 
 
 def _video_part(
-    cache: MediaCache, media: MediaField, ctx: FieldContext, *, frame: int | None, t: float | None, page: bool
+    cache: MediaCache, budget: DecodeBudget, media: MediaField, ctx: FieldContext, *, frame: int | None, t: float | None, page: bool
 ) -> tuple[View, dict[str, Any], int | None, str | None]:
     try:
         info = video_info(cache, media)
@@ -289,7 +317,7 @@ def _video_part(
     index = pick_frame(media, info, frame=frame, t=t)
     error = None
     try:
-        frame_image(cache, media, index)  # decoded now, so a broken frame shows inline (and the <img> is a cache hit)
+        frame_image(cache, budget, media, index)  # decoded now, so a broken frame shows inline (and the <img> is a cache hit)
     except DecodeError as exc:
         error = exc.message
     view = video_view(info, ctx, frame=index, page=page, error=error or "")
@@ -300,6 +328,7 @@ def _video_part(
 def media_page(
     catalog: Catalog,
     cache: MediaCache,
+    budget: DecodeBudget,
     version: DatasetVersion,
     key: str,
     field: str,
@@ -328,7 +357,7 @@ def media_page(
     index: int | None = None
     error: str | None = None
     if media.kind == "video":
-        view, info, index, error = _video_part(cache, media, ctx, frame=frame, t=t, page=page)
+        view, info, index, error = _video_part(cache, budget, media, ctx, frame=frame, t=t, page=page)
     else:
         if frame is not None or t is not None:
             raise MediaRequestError(f"{version.ref} column {field!r} is an image: it has no frame {frame if frame is not None else t}")

@@ -21,6 +21,9 @@ from loaders.errors import InvalidPlan
 from loaders.records import Record
 from loaders.version import DatasetVersion
 
+from ..decode_budget import DecodeBudget
+from .row_sizes import check_row_groups
+
 
 @dataclass
 class RowSlice:
@@ -35,14 +38,17 @@ class RowSlice:
     stopped_early: bool = False
 
 
-def read_indices(version: DatasetVersion, indices: list[int]) -> list[Record]:
-    """Records at ascending record indices, reading each row group once."""
+def read_indices(version: DatasetVersion, indices: list[int], *, budget: DecodeBudget | None = None) -> list[Record]:
+    """Records at ascending record indices, reading each row group once (refused first when over ``budget``)."""
     by_shard: dict[int, list[int]] = {}
     order: list[tuple[int, int]] = []
     for index in indices:
         shard, row = version.locate(index)
         by_shard.setdefault(shard, []).append(row)
         order.append((shard, row))
+    if indices:
+        groups = [(shard, version.row_group_of(shard, row)[0]) for shard, row in order]
+        check_row_groups(version, groups, budget, f"rows {indices[0]}-{indices[-1]}")
     decoded: dict[tuple[int, int], Record] = {}
     for shard, rows in by_shard.items():
         for row, record in zip(rows, version.read(shard, rows)):
@@ -50,7 +56,9 @@ def read_indices(version: DatasetVersion, indices: list[int]) -> list[Record]:
     return [decoded[item] for item in order]
 
 
-def page_at(version: DatasetVersion, *, start: int | None, end: int | None, size: int) -> RowSlice:
+def page_at(
+    version: DatasetVersion, *, start: int | None, end: int | None, size: int, budget: DecodeBudget | None = None
+) -> RowSlice:
     """The page starting at ``start`` (or ending before ``end``): O(page) work wherever it is."""
     total = version.rows
     if end is not None:
@@ -60,7 +68,7 @@ def page_at(version: DatasetVersion, *, start: int | None, end: int | None, size
         begin = min(start or 0, total)
         stop = min(total, begin + size)
     indices = list(range(begin, stop))
-    return RowSlice(indices, read_indices(version, indices), begin, stop)
+    return RowSlice(indices, read_indices(version, indices, budget=budget), begin, stop)
 
 
 def _group_starts(version: DatasetVersion, shard: int) -> list[int]:
@@ -122,6 +130,7 @@ def search(
     end: int | None,
     size: int,
     seconds: float,
+    budget: DecodeBudget | None = None,
 ) -> RowSlice:
     """Up to ``size`` records whose ``column`` contains ``query`` (case-insensitive), from a cursor.
 
@@ -140,6 +149,7 @@ def search(
     scanned_from = scanned_to = cursor + 1 if backward else cursor
     stopped = False
     for shard, group, first in _groups(version, cursor, backward=backward):
+        check_row_groups(version, [(shard, group)], budget, f"row group {group} of shard {shard}")
         table = version.row_group(shard, group).select([column])
         found_here = pc.fill_null(matches(version, column, table.column(column), query), False)
         hits = [first + int(i) for i in pc.indices_nonzero(found_here).to_pylist()]
@@ -161,4 +171,4 @@ def search(
             stopped = (scanned_from > 0) if backward else (scanned_to < total)
             break
     indices = sorted(found)
-    return RowSlice(indices, read_indices(version, indices), scanned_from, scanned_to, stopped)
+    return RowSlice(indices, read_indices(version, indices, budget=budget), scanned_from, scanned_to, stopped)

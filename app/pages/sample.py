@@ -10,11 +10,13 @@ from loaders.errors import BatchscopeError, SampleNotFound, StorageError
 from loaders.records import Record
 
 from .. import urls
+from ..decode_budget import DecodeBudget
 from ..flags import Flag, FlagFilter, FlagStore
 from ..jsonable import html_only
 from ..renderers.registry import FieldContext, View, render_field
 from .common import Link
 from .datasets import version_tokenizer
+from .row_sizes import check_row_groups
 
 #: Kinds whose stored bytes the media endpoint serves.
 MEDIA_KINDS = ("binary", "image", "video", "audio")
@@ -150,9 +152,11 @@ def sample_page(
     highlight: str | None = None,
     collapse_chars: int = 2000,
     token_threshold: int = 1024,
+    budget: DecodeBudget | None = None,
 ) -> SamplePage:
-    """One sample by key: where it lives, every field, its flags, and links to its neighbours."""
+    """One sample by key: where it lives, every field, its flags, and links to its neighbours (413 over ``budget``)."""
     shard, row = version.find(key)
+    check_row_groups(version, [(shard, version.row_group_of(shard, row)[0])], budget, f"sample {key!r}")
     record = version.read(shard, [row])[0]
     index = version.index_of(shard, row)
     tokenizer, warning = version_tokenizer(catalog, version)

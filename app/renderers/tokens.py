@@ -67,6 +67,7 @@ class PieceCache:
     def __init__(self, tokenizer: "Tokenizer") -> None:
         self.tokenizer = tokenizer
         self.pieces: dict[int, str] = {}
+        self._shown: dict[int, tuple[str, str]] = {}
         self.special = {i for i, t in tokenizer.get_added_tokens_decoder().items() if t.special}
 
     @classmethod
@@ -84,6 +85,14 @@ class PieceCache:
                 text = self.tokenizer.decode([token_id], skip_special_tokens=False)
             self.pieces[token_id] = text if text != "" else (self.tokenizer.id_to_token(token_id) or f"<{token_id}>")
         return self.pieces[token_id]
+
+    def shown(self, token_id: int) -> tuple[str, str]:
+        """The piece as displayed (``visible_piece``) and as quoted in the hover text (``repr``), made once per id."""
+        found = self._shown.get(token_id)
+        if found is None:
+            piece = self.piece(token_id)
+            found = self._shown[token_id] = (visible_piece(piece), repr(piece))
+        return found
 
 
 def visible_piece(piece: str) -> str:
@@ -194,8 +203,8 @@ def token_view(
         if i in starts:
             document += 1
         classes = [f"t{i % 2}"]
-        piece = pieces.piece(token_id) if pieces is not None else str(token_id)
-        title = [f"#{offset + i}", f"id {token_id}", f"piece {piece!r}"]
+        shown_piece, quoted = pieces.shown(token_id) if pieces is not None else (str(token_id), repr(str(token_id)))
+        title = [f"#{offset + i}", f"id {token_id}", f"piece {quoted}"]
         if pieces is not None and token_id in pieces.special:
             classes.append("special")
         if trained_flags is not None:
@@ -218,7 +227,7 @@ def token_view(
                     share = 0.0 if high == low else (number - low) / (high - low)
                     level = min(HEAT_LEVELS - 1, int((1 - share if invert else share) * HEAT_LEVELS))
                     classes.append(f"heat{level}")
-        tokens.append(Token(offset + i, token_id, visible_piece(piece), " ".join(classes), " · ".join(title)))
+        tokens.append(Token(offset + i, token_id, shown_piece, " ".join(classes), " · ".join(title)))
     return TokenView(
         tokens=tokens,
         count=count,

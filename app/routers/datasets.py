@@ -11,6 +11,7 @@ from loaders import Catalog, DatasetVersion
 from loaders.catalog import check_name
 
 from .. import urls
+from ..decode_budget import decode_budget
 from ..deps import CatalogDep, FlagsDep, RunsDep, SettingsDep
 from ..pages.datasets import dataset_page, version_page
 from ..pages.sample import sample_page
@@ -65,6 +66,7 @@ def version(
             column=column or None,
             page_size=settings.page_size,
             search_seconds=settings.search_seconds,
+            budget=decode_budget(request),
         )
         return respond(request, data, template="version.html", block="rows")
 
@@ -102,5 +104,6 @@ def sample(
         highlight=q or None,
         collapse_chars=settings.text_collapse_chars,
         token_threshold=settings.token_fragment_threshold,
+        budget=decode_budget(request),
     )
     return respond(request, data, template="sample.html", block="fields")

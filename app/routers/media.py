@@ -21,6 +21,7 @@ from loaders.errors import SampleNotFound
 from loaders.media import media_type
 
 from .. import urls
+from ..decode_budget import DecodeBudget, decode_budget_dependency
 from ..deps import CatalogDep
 from ..errors import ERROR_RESPONSES, error_response
 from ..media_cache import MediaCache, etag, media_cache_dependency
@@ -31,6 +32,7 @@ from ..pages.media import (
     frame_image,
     load_field,
     media_page,
+    check_side,
     parse_box,
     thumbnail_image,
 )
@@ -42,6 +44,7 @@ router = APIRouter(tags=["media"], responses=ERROR_RESPONSES)
 
 IMMUTABLE = "public, max-age=31536000, immutable"
 MediaDep = Annotated[MediaCache, Depends(media_cache_dependency)]
+BudgetDep = Annotated[DecodeBudget, Depends(decode_budget_dependency)]
 KeyParam = Annotated[str | None, Query(alias="key", description="The key, for keys that cannot be a path segment.")]
 FieldParam = Annotated[str, Query(max_length=1000, description="The column whose media to send.")]
 _CHUNK = 1 << 20
@@ -201,9 +204,13 @@ def field_bytes(
     key: str,
     catalog: CatalogDep,
     cache: MediaDep,
+    budget: BudgetDep,
     field: FieldParam,
     key_param: KeyParam = None,
-    thumb: Annotated[int | None, Query(description="Longest side of a thumbnail (16-4096); of a video, its first frame.")] = None,
+    thumb: Annotated[
+        int | None,
+        Query(description="Longest side of a thumbnail (16-4096, made at the next of 64, 128, 160, 256, 512, 1024, 2048); of a video, its first frame."),
+    ] = None,
     frame: Annotated[int | None, Query(ge=0, description="Frame index of a video: that frame as JPEG.")] = None,
     box: Annotated[str | None, Query(max_length=100, description="left,top,right,bottom: the image with this box outlined.")] = None,
 ) -> Response:
@@ -214,17 +221,19 @@ def field_bytes(
         return found
     if thumb is None and frame is None and box is None:
         return _original(request, load_field(found, key, field))
+    if thumb is not None:
+        thumb = check_side(thumb)  # one of the fixed sizes, so the cache and the ETag are shared by every value near it
     tag = etag("made", found.id, key, field, thumb, frame, box)
     if if_none_match(request, tag):
         return Response(status_code=304, headers={"ETag": tag, "Cache-Control": IMMUTABLE})
     media = load_field(found, key, field)
     if box is not None:
         rectangle = parse_box(box)
-        return immutable(request, tag, lambda: boxed_image(cache, media, rectangle, size=thumb))
+        return immutable(request, tag, lambda: boxed_image(cache, budget, media, rectangle, size=thumb))
     if frame is not None:
-        return immutable(request, tag, lambda: frame_image(cache, media, frame, size=thumb))
+        return immutable(request, tag, lambda: frame_image(cache, budget, media, frame, size=thumb))
     assert thumb is not None
-    return immutable(request, tag, lambda: thumbnail_image(cache, media, thumb))
+    return immutable(request, tag, lambda: thumbnail_image(cache, budget, media, thumb))
 
 
 @page(router, "/view/datasets/{name}/versions/{version}/samples/{key:path}", summary="One image or video field, at a frame")
@@ -235,6 +244,7 @@ def media_view(
     key: str,
     catalog: CatalogDep,
     cache: MediaDep,
+    budget: BudgetDep,
     field: FieldParam,
     key_param: KeyParam = None,
     frame: Annotated[int | None, Query(ge=0, description="Open a video on this frame.")] = None,
@@ -245,5 +255,5 @@ def media_view(
     found = resolve(request, catalog, name, version, lambda v: urls.media_view(name, v, key, field))
     if isinstance(found, Response):
         return found
-    data = media_page(catalog, cache, found, key, field, frame=frame, t=t, page=not wants_fragment(request))
+    data = media_page(catalog, cache, budget, found, key, field, frame=frame, t=t, page=not wants_fragment(request))
     return respond(request, data, template="video.html" if data.kind == "video" else "image.html", block="media")

@@ -149,10 +149,23 @@ def _exif_tags(exif: Image.Exif) -> dict[str, str]:
     return dict(sorted(tags.items()))
 
 
+def _header_exif(img: Image.Image) -> Image.Exif:
+    """The EXIF an opened image's header holds, without decoding pixels.
+
+    Pillow's PNG ``getexif`` decodes the whole image to look for an ``eXIf`` chunk
+    after the pixel data; here a PNG's EXIF is the chunk before them, if any.
+    """
+    if img.format == "PNG" and "exif" not in img.info:
+        return Image.Exif()
+    return img.getexif()
+
+
 def image_info(data: bytes, *, where: str) -> ImageInfo:
     """Format, displayed size, mode, byte size and readable EXIF tags of an encoded image.
 
-    Reads the header only, so a decompression bomb is refused without decoding.
+    Reads the header only (never pixels, even to find a PNG's EXIF), so a
+    decompression bomb is refused without decoding and a page of large images
+    costs their headers.
 
     >>> image_info(render_png(Image.new("RGB", (4, 2))), where="example").width
     4
@@ -160,7 +173,7 @@ def image_info(data: bytes, *, where: str) -> ImageInfo:
     data = bytes(data)
     img = _open_lazy(data, where)
     try:
-        exif = img.getexif()
+        exif = _header_exif(img)
     except Exception:  # broken EXIF: report the image without it
         exif = Image.Exif()
     orientation = _orientation(exif)

@@ -11,6 +11,7 @@ from fastapi.testclient import TestClient
 from app.factory import create_app
 from app.settings import Settings
 from loaders import Catalog
+from tests.support.local_client import local_client
 
 MakeClient = Callable[..., TestClient]
 
@@ -21,7 +22,7 @@ def make_client(inspector_catalog: Catalog, tmp_path: Path) -> MakeClient:
 
     def make(**overrides: Any) -> TestClient:
         values = {"root": inspector_catalog.root, "flags_path": str(tmp_path / "flags.sqlite"), **overrides}
-        return TestClient(create_app(Settings(**values)), follow_redirects=False)
+        return local_client(create_app(Settings(**values)), follow_redirects=False)
 
     return make
 

@@ -14,6 +14,7 @@ from loaders import Catalog, DatasetVersion
 from loaders.importers import import_huggingface, import_parquet
 from tests.app.dom import soup
 from tests.support import peers
+from tests.support.local_client import local_client
 
 
 @pytest.fixture(scope="module")
@@ -28,7 +29,7 @@ def hf_catalog(tmp_path_factory: pytest.TempPathFactory) -> tuple[Catalog, Datas
 @pytest.fixture
 def client(hf_catalog: tuple[Catalog, DatasetVersion], tmp_path: Path) -> TestClient:
     catalog, _ = hf_catalog
-    return TestClient(create_app(Settings(root=catalog.root, flags_path=str(tmp_path / "flags.sqlite"))), follow_redirects=False)
+    return local_client(create_app(Settings(root=catalog.root, flags_path=str(tmp_path / "flags.sqlite"))), follow_redirects=False)
 
 
 def test_audio_field_shows_facts_waveform_and_a_player(client: TestClient, hf_catalog: tuple[Catalog, DatasetVersion]) -> None:
@@ -86,7 +87,7 @@ def test_search_without_a_column_scans_text_before_class_labels(tmp_path: Path) 
     catalog = Catalog(str(tmp_path / "catalog"))
     version = catalog.register("first", [str(tmp_path / "labels-first.parquet")], key="text")
     assert [f.name for f in version.schema] == ["label", "text"] and version.kinds["label"] == "class_label"
-    client = TestClient(create_app(Settings(root=catalog.root, flags_path=str(tmp_path / "f.sqlite"))))
+    client = local_client(create_app(Settings(root=catalog.root, flags_path=str(tmp_path / "f.sqlite"))))
     data = client.get("/api" + urls.version("first", version, q="two")).json()
     assert [row["key"] for row in data["listing"]["rows"]] == ["two cats"]
 
@@ -97,7 +98,7 @@ def test_pandas_categorical_is_text_and_searchable(tmp_path: Path) -> None:
     pd.DataFrame({"id": ["a", "b", "c"], "colour": pd.Categorical(["red", "blue", "red"])}).to_parquet(tmp_path / "p.parquet")
     catalog = Catalog(str(tmp_path / "catalog"))
     version = import_parquet(catalog, "cats", tmp_path / "p.parquet", key="id")
-    client = TestClient(create_app(Settings(root=catalog.root, flags_path=str(tmp_path / "f.sqlite"))))
+    client = local_client(create_app(Settings(root=catalog.root, flags_path=str(tmp_path / "f.sqlite"))))
     data = client.get("/api" + urls.version("cats", version, q="RED", column="colour")).json()
     assert [row["key"] for row in data["listing"]["rows"]] == ["a", "c"]
     page = soup(client.get(urls.sample("cats", version, "b")))
@@ -116,7 +117,7 @@ def test_audio_stored_by_path_beside_the_shard_plays(tmp_path: Path) -> None:
     catalog = Catalog(str(tmp_path / "catalog"))
     version = catalog.register("speech", [str(shards / "p.parquet")], key="id")
     assert version.kinds["speech"] == "audio"
-    client = TestClient(create_app(Settings(root=catalog.root, flags_path=str(tmp_path / "f.sqlite"))))
+    client = local_client(create_app(Settings(root=catalog.root, flags_path=str(tmp_path / "f.sqlite"))))
     field = soup(client.get(urls.sample("speech", version, "a"))).select_one('section.field[data-kind="audio"]')
     src = field.select_one("audio.audio-player")["src"]
     assert "stored by path: clips/a.wav" in field.get_text()

@@ -22,6 +22,7 @@ from loaders.media import image_info, probe, video_source
 from loaders.media.image import image_from_value
 from tests.app.dom import soup
 from tests.conftest import write_parquet
+from tests.support.local_client import local_client
 
 HX = {"HX-Request": "true"}
 PNG = b"\x89PNG\r\n\x1a\n"
@@ -31,7 +32,7 @@ PNG = b"\x89PNG\r\n\x1a\n"
 def demo(demo_catalog: Catalog, tmp_path: Path) -> TestClient:
     """A client over the demo workspace with pages of 40 row changes, so the cursor is followed several times."""
     settings = Settings(root=demo_catalog.root, flags_path=str(tmp_path / "flags.sqlite"), page_size=40)
-    return TestClient(create_app(settings), follow_redirects=False)
+    return local_client(create_app(settings), follow_redirects=False)
 
 
 def ids(catalog: Catalog, name: str) -> tuple[str, str]:
@@ -305,7 +306,7 @@ def tiny(tmp_path: Path) -> tuple[Catalog, TestClient]:
     v2 = pa.table({"text": texts2, "score": ["1", "2", "3"]})
     catalog.register("notes", write_parquet(v1, tmp_path / "v1"), tag="v1")
     catalog.register("notes", write_parquet(v2, tmp_path / "v2"), tag="v2")
-    client = TestClient(create_app(Settings(root=catalog.root, flags_path=str(tmp_path / "flags.sqlite"))), follow_redirects=False)
+    client = local_client(create_app(Settings(root=catalog.root, flags_path=str(tmp_path / "flags.sqlite"))), follow_redirects=False)
     return catalog, client
 
 
@@ -371,7 +372,7 @@ def test_keyless_image_rows_get_a_heatmap_of_both_keys(tmp_path: Path) -> None:
     v2 = pa.table({"caption": captions, "image": [png((200, 0, 0)), png((0, 0, 200), dot=(5, 2))]})
     a = catalog.register("pics", write_parquet(v1, tmp_path / "v1"), tag="v1", kinds={"image": "image"})
     b = catalog.register("pics", write_parquet(v2, tmp_path / "v2"), tag="v2", kinds={"image": "image"})
-    client = TestClient(create_app(Settings(root=catalog.root, flags_path=str(tmp_path / "flags.sqlite"))), follow_redirects=False)
+    client = local_client(create_app(Settings(root=catalog.root, flags_path=str(tmp_path / "flags.sqlite"))), follow_redirects=False)
     rows = client.get(urls.api(urls.diff("pics", a.id, b.id))).json()["listing"]["rows"]
     assert [row["change"] for row in rows] == ["edited"]
     a_key, b_key = rows[0]["a"]["key"], rows[0]["b"]["key"]

@@ -17,6 +17,7 @@ from loaders.exclude import read_key_file, write_excluding, write_key_file
 from loaders.records import content_key
 
 from tests.conftest import write_parquet
+from tests.support.local_client import local_client
 
 
 def sha(path: str | Path) -> str:
@@ -75,8 +76,6 @@ def batchscope() -> str:
 
 
 def test_register_exclude_with_exported_flag_keys(tmp_path: Path, source: list[str]) -> None:
-    from fastapi.testclient import TestClient
-
     from app import urls
     from app.factory import create_app
     from app.settings import Settings
@@ -84,7 +83,7 @@ def test_register_exclude_with_exported_flag_keys(tmp_path: Path, source: list[s
     root = tmp_path / "catalog"
     catalog = Catalog(root)
     first = catalog.register("web", source, key="id", tag="v1")
-    client = TestClient(create_app(Settings(root=str(root))))
+    client = local_client(create_app(Settings(root=str(root))))
     for key in ("k3", "k4"):
         assert client.post(urls.api(urls.flags()), json={"dataset": "web", "version": first.id, "key": key, "tags": ["junk"]}).status_code == 201
     keyfile = tmp_path / "junk.txt"

@@ -16,7 +16,7 @@ from app.flags import FlagFilter, FlagStore
 from loaders import Catalog
 from loaders.exclude import read_key_file
 
-from tests.app.dom import soup
+from tests.app.dom import form_token, soup
 
 HX = {"HX-Request": "true"}
 
@@ -34,7 +34,7 @@ def test_htmx_form_post_swaps_in_the_updated_form(client: TestClient, inspector_
     flag_form = page.select_one("form.flag-form")
     assert flag_form["hx-post"] == flag_form["action"] == urls.flags() and flag_form["hx-swap"] == "outerHTML"
     hidden = {i["name"]: i["value"] for i in flag_form.select("input[type=hidden]")}
-    assert hidden == {"dataset": "docs", "version": version.id, "key": "doc-2"}
+    assert hidden == {"csrf_token": form_token(client), "dataset": "docs", "version": version.id, "key": "doc-2"}
     response = client.post(urls.flags(), data={**hidden, "note": "mask looks off", "tags": "bad-mask, review"}, headers=HX)
     assert response.status_code == 200 and response.headers["vary"] == "HX-Request"
     swapped = soup(response)
@@ -47,7 +47,7 @@ def test_htmx_form_post_swaps_in_the_updated_form(client: TestClient, inspector_
 
 
 def test_plain_form_post_redirects_to_the_flag(client: TestClient, inspector_catalog: Catalog) -> None:
-    response = client.post(urls.flags(), data=form(inspector_catalog, "doc-1"))
+    response = client.post(urls.flags(), data={**form(inspector_catalog, "doc-1"), "csrf_token": form_token(client)})
     assert response.status_code == 303 and response.headers["location"] == urls.flag(1)
     page = soup(client.get(urls.flag(1)))
     assert page.select_one("a.sample-link")["href"] == urls.sample("docs", inspector_catalog.resolve("docs@v1").id, "doc-1")
@@ -78,7 +78,7 @@ def test_json_api_flags_with_run_context(client: TestClient, inspector_catalog: 
     ],
 )
 def test_bad_flags_are_refused(client: TestClient, inspector_catalog: Catalog, change: dict, status: int, words: list[str]) -> None:
-    data = {**form(inspector_catalog, "doc-1"), **change}
+    data = {**form(inspector_catalog, "doc-1"), "csrf_token": form_token(client), **change}
     response = client.post(urls.flags(), data=data, headers=HX)
     assert response.status_code == status
     swapped = soup(response)
@@ -167,8 +167,9 @@ def test_cli_exports_what_the_server_serves(make_client: Callable[..., TestClien
 
     flags_path = tmp_path / "cli-flags.sqlite"
     client = make_client(flags_path=str(flags_path))
+    token = form_token(client)
     for key, tags in (("doc-1", "spam"), ("doc-2", "dup")):
-        assert client.post(urls.flags(), data=form(inspector_catalog, key, tags=tags)).status_code == 303
+        assert client.post(urls.flags(), data={**form(inspector_catalog, key, tags=tags), "csrf_token": token}).status_code == 303
     batchscope = shutil.which("batchscope") or str(Path(sys.executable).parent / "batchscope")
     env = {**os.environ, "BATCHSCOPE_FLAGS_PATH": str(flags_path)}
 

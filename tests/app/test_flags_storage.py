@@ -19,6 +19,7 @@ from app.factory import create_app
 from app.flags import FlagStore
 from app.settings import Settings
 from loaders.errors import StorageError
+from tests.support.local_client import local_client
 
 root, flags_path, version = sys.argv[1:4]
 signal.signal(signal.SIGXFSZ, signal.SIG_IGN)       # a write past the limit fails with EFBIG instead of killing us
@@ -29,7 +30,7 @@ try:
     report["add"] = "stored"
 except StorageError as exc:
     report["add"] = exc.message
-client = TestClient(create_app(Settings(root=root, flags_path=flags_path)))
+client = local_client(create_app(Settings(root=root, flags_path=flags_path)))
 home = client.get("/")
 sample = client.get(f"/datasets/docs/versions/{version}/samples/doc-1")
 report["home"] = home.status_code

@@ -19,6 +19,7 @@ from tests.app.test_media_catalog import (
     MediaCatalog,
     build_media_catalog,
 )
+from tests.support.local_client import local_client
 
 IMMUTABLE = "public, max-age=31536000, immutable"
 ROWS_PER_SHARD = 7  # 14 rows written as 2 shards
@@ -31,7 +32,7 @@ def media(tmp_path_factory: pytest.TempPathFactory) -> MediaCatalog:
 
 @pytest.fixture
 def client(media: MediaCatalog, tmp_path: Path) -> TestClient:
-    return TestClient(create_app(Settings(root=media.catalog.root, flags_path=str(tmp_path / "f.sqlite"))), follow_redirects=False)
+    return local_client(create_app(Settings(root=media.catalog.root, flags_path=str(tmp_path / "f.sqlite"))), follow_redirects=False)
 
 
 def keys(media: MediaCatalog) -> list[str]:
@@ -82,7 +83,7 @@ def test_version_page_is_a_grid_of_lazy_thumbnails_with_real_links(client: TestC
 
 
 def test_grid_keeps_cursor_paging(media: MediaCatalog, tmp_path: Path) -> None:
-    client = TestClient(create_app(Settings(root=media.catalog.root, page_size=5, flags_path=str(tmp_path / "f.sqlite"))))
+    client = local_client(create_app(Settings(root=media.catalog.root, page_size=5, flags_path=str(tmp_path / "f.sqlite"))))
     page = soup(client.get(urls.version("pics", media.pics, start=5)))
     assert [a.get_text() for a in page.select("ul.media-grid li.sample .card-text a.key")] == keys(media)[5:10]
     assert page.select_one("nav.pager a[rel=next]")["href"] == urls.version("pics", media.pics, start=10)
@@ -136,7 +137,7 @@ def test_a_tag_in_a_media_url_redirects_to_the_version_id(client: TestClient, me
 def test_the_cache_stays_within_its_byte_budget(media: MediaCatalog, tmp_path: Path) -> None:
     budget = 4_000
     app = create_app(Settings(root=media.catalog.root, media_cache_bytes=budget, flags_path=str(tmp_path / "f.sqlite")))
-    client = TestClient(app)
+    client = local_client(app)
     made = 0
     for key in ("photo", "plain-png", "gray", "tiff"):
         for url in (
@@ -244,8 +245,10 @@ def test_original_with_a_box_drawn(client: TestClient, media: MediaCatalog) -> N
     assert img.size == (300, 200)
     assert img.getpixel((100, 100)) == (255, 32, 32) and img.getpixel((150, 49)) == (30, 60, 200)
     assert img.getpixel((150, 100)) == (30, 60, 200)
-    small = picture(client.get(urls.boxed("pics", media.pics, "plain-png", "image", (100, 50, 200, 150), size=150)))
-    assert small.size == (150, 100)
+    small = picture(client.get(urls.boxed("pics", media.pics, "plain-png", "image", (100, 50, 200, 150), size=128)))
+    assert small.size == (128, 85)
+    snapped = client.get(urls.boxed("pics", media.pics, "plain-png", "image", (100, 50, 200, 150), size=150))
+    assert picture(snapped).size == (160, 107)  # sizes come from a fixed set: 150 is made at 160
     upright = picture(client.get(urls.boxed("pics", media.pics, "exif-6", "image", (10, 10, 190, 290)))).convert("RGB")
     assert upright.size == (200, 300) and is_red(upright.getpixel((30, 20)))  # box in upright pixels
     outside = client.get(urls.boxed("pics", media.pics, "exif-6", "image", (10, 10, 290, 190)))

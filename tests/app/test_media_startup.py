@@ -15,6 +15,7 @@ from app.settings import Settings
 from app.templating import TEMPLATES_DIR, Templates
 from tests.app.dom import soup
 from tests.app.test_media_catalog import MediaCatalog, build_media_catalog
+from tests.support.local_client import local_client
 
 
 @pytest.fixture(scope="module")
@@ -26,7 +27,7 @@ def test_startup_loads_every_template_before_the_first_request(media: MediaCatal
     app = create_app(Settings(root=media.catalog.root, flags_path=str(tmp_path / "f.sqlite")))
     on_disk = {str(p.relative_to(TEMPLATES_DIR)) for p in TEMPLATES_DIR.rglob("*.html")}
     assert not app.state.templates.env.cache, "nothing is loaded before the app starts"
-    with TestClient(app) as client:  # runs the lifespan, as uvicorn does
+    with local_client(app) as client:  # runs the lifespan, as uvicorn does
         loaded = {template.name for template in app.state.templates.env.cache.values()}
         assert loaded == on_disk
         assert app.openapi_schema is not None
@@ -60,5 +61,5 @@ def test_a_failing_warm_up_does_not_stop_the_server(media: MediaCatalog, tmp_pat
     monkeypatch.setattr(app.state.templates, "warm", broken)
     with pytest.raises(jinja2.TemplateSyntaxError):
         warm(app)
-    with TestClient(app) as client:
+    with local_client(app) as client:
         assert client.get(urls.rank(media.run, 0, 0)).status_code == 200

@@ -24,6 +24,7 @@ from tests.app.test_media_catalog import (
     MediaCatalog,
     build_media_catalog,
 )
+from tests.support.local_client import local_client
 
 IMMUTABLE = "public, max-age=31536000, immutable"
 #: Clip keys by codec, and the one stored by path (a VP9 clip).
@@ -37,7 +38,7 @@ def media(tmp_path_factory: pytest.TempPathFactory) -> MediaCatalog:
 
 @pytest.fixture
 def client(media: MediaCatalog, tmp_path: Path) -> TestClient:
-    return TestClient(create_app(Settings(root=media.catalog.root, flags_path=str(tmp_path / "f.sqlite"))), follow_redirects=False)
+    return local_client(create_app(Settings(root=media.catalog.root, flags_path=str(tmp_path / "f.sqlite"))), follow_redirects=False)
 
 
 def code_of(response) -> int:

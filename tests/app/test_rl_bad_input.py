@@ -19,6 +19,7 @@ from tests.app.test_rl_episodes import SCHEMA as EPISODE_SCHEMA
 from tests.app.test_rl_episodes import episode_row
 from tests.app.test_rl_rollouts import SCHEMA as ROLLOUT_SCHEMA
 from tests.conftest import write_parquet
+from tests.support.local_client import local_client
 
 NAN, INF = float("nan"), float("inf")
 
@@ -64,7 +65,7 @@ def bad(tmp_path_factory: pytest.TempPathFactory) -> tuple[Catalog, str]:
 
 @pytest.fixture
 def client(bad: Any, tmp_path: Path) -> TestClient:
-    return TestClient(create_app(Settings(root=bad[0].root, flags_path=str(tmp_path / "f.sqlite"))), follow_redirects=False)
+    return local_client(create_app(Settings(root=bad[0].root, flags_path=str(tmp_path / "f.sqlite"))), follow_redirects=False)
 
 
 def test_every_inconsistency_is_named_with_where_it_is(client: TestClient, bad: Any) -> None:

@@ -21,6 +21,7 @@ from loaders import Catalog
 from loaders.media import draw_frame_code, read_frame_code
 from tests.app.dom import soup
 from tests.conftest import write_parquet
+from tests.support.local_client import local_client
 
 EPISODE = pa.struct(
     [("frames", pa.list_(pa.binary())), ("actions", pa.list_(pa.int32())), ("rewards", pa.list_(pa.float32())), ("dones", pa.list_(pa.bool_()))]
@@ -70,7 +71,7 @@ def eps(tmp_path_factory: pytest.TempPathFactory) -> tuple[Catalog, list[str]]:
 
 
 def make_client(catalog: Catalog, tmp_path: Path, **settings: Any) -> TestClient:
-    return TestClient(create_app(Settings(root=catalog.root, flags_path=str(tmp_path / "f.sqlite"), **settings)), follow_redirects=False)
+    return local_client(create_app(Settings(root=catalog.root, flags_path=str(tmp_path / "f.sqlite"), **settings)), follow_redirects=False)
 
 
 @pytest.fixture

@@ -21,6 +21,7 @@ from app.settings import Settings
 from loaders import Catalog
 from tests.app.dom import soup
 from tests.conftest import write_parquet
+from tests.support.local_client import local_client
 
 MESSAGE = pa.struct([("role", pa.string()), ("content", pa.string())])
 ROLLOUT = pa.struct(
@@ -112,7 +113,7 @@ def rl(tmp_path_factory: pytest.TempPathFactory) -> tuple[Catalog, list[str]]:
 @pytest.fixture
 def client(rl: tuple[Catalog, list[str]], tmp_path: Path) -> TestClient:
     catalog, _ = rl
-    return TestClient(create_app(Settings(root=catalog.root, flags_path=str(tmp_path / "f.sqlite"), page_size=50)), follow_redirects=False)
+    return local_client(create_app(Settings(root=catalog.root, flags_path=str(tmp_path / "f.sqlite"), page_size=50)), follow_redirects=False)
 
 
 # -- what the page must show, computed from the Parquet files directly -----------------------
@@ -251,7 +252,7 @@ def test_rollouts_view_sorts_single_rollouts_with_nan_last(client: TestClient, r
 
 def test_paging_is_a_cursor_in_the_url(rl: Any, tmp_path: Path) -> None:
     catalog, paths = rl
-    small = TestClient(create_app(Settings(root=catalog.root, flags_path=str(tmp_path / "f.sqlite"), page_size=3)), follow_redirects=False)
+    small = local_client(create_app(Settings(root=catalog.root, flags_path=str(tmp_path / "f.sqlite"), page_size=3)), follow_redirects=False)
     groups = expected_groups(paths)
     order = sorted(groups, key=lambda n: (-groups[n]["mean"] if math.isfinite(groups[n]["mean"]) else math.inf, groups[n]["first"]))
     seen: list[str] = []
@@ -330,7 +331,7 @@ def test_the_index_is_derived_data_beside_the_catalog(client: TestClient, rl: An
 def test_a_keyless_version_reads_whole_records_for_its_keys(rl: Any, tmp_path: Path) -> None:
     catalog, paths = rl
     version = catalog.register("rollouts-keyless", paths)
-    client = TestClient(create_app(Settings(root=catalog.root, flags_path=str(tmp_path / "f.sqlite"))), follow_redirects=False)
+    client = local_client(create_app(Settings(root=catalog.root, flags_path=str(tmp_path / "f.sqlite"))), follow_redirects=False)
     html = soup(client.get(urls.rollout_groups("rollouts-keyless", version.id, group="g1")))
     keys = [c["data-key"] for c in html.select("article.rl-card")]
     assert len(keys) == SIZES[1] and all(len(k) >= 16 for k in keys)  # content hashes
@@ -431,7 +432,7 @@ def test_a_step_of_a_large_source_without_an_index_is_judged_on_the_batch(tmp_pa
     monkeypatch.setattr(pages, "REFERENCE_BUILD_ROWS", 0)  # every source counts as too large to index from a step page
     catalog, _ = build_rl_catalog(tmp_path)
     catalog.create_run("big", ReadPlan([Source("rollouts@v1")], seed=1, global_batch_size=8, steps=2))
-    client = TestClient(create_app(Settings(root=catalog.root, flags_path=str(tmp_path / "f.sqlite"))), follow_redirects=False)
+    client = local_client(create_app(Settings(root=catalog.root, flags_path=str(tmp_path / "f.sqlite"))), follow_redirects=False)
     view = soup(client.get(urls.rank("big", 0, 0))).select_one("section.rl-batch")
     notes = " ".join(note.get_text() for note in view.select(".rl-note"))
     assert "could not be matched with their dataset's group index" in notes

@@ -13,12 +13,13 @@ from app.factory import create_app
 from app.settings import Settings
 from loaders import Catalog
 from tests.app.dom import soup
+from tests.support.local_client import local_client
 
 
 @pytest.fixture
 def runs_client(runs_catalog: Catalog, tmp_path: Path) -> TestClient:
     settings = Settings(root=runs_catalog.root, flags_path=str(tmp_path / "flags.sqlite"), token_fragment_threshold=10)
-    return TestClient(create_app(settings), follow_redirects=False)
+    return local_client(create_app(settings), follow_redirects=False)
 
 
 PAGES = [
@@ -137,7 +138,7 @@ def test_no_ledger_and_mismatch_badges(runs_catalog, tmp_path):
             continue  # fetched, never marked trained
         lines.append(json.dumps(entry))
     ledger.write_text("\n".join(lines) + "\n")
-    client = TestClient(create_app(Settings(root=str(copy), flags_path=str(tmp_path / "f.sqlite"))))
+    client = local_client(create_app(Settings(root=str(copy), flags_path=str(tmp_path / "f.sqlite"))))
     run = Catalog(copy).run("pretrain")
     bad = client.get("/api/runs/pretrain/steps/4/ranks/0").json()
     assert bad["verified"] is False and bad["verification"]["differing"] == [run.batch(4, 0, world_size=2).samples[1].index]
@@ -187,7 +188,7 @@ def test_against_a_version_shows_what_changes(runs_client, runs_catalog):
 def test_a_kept_rank_page_follows_new_flags_and_ledger_lines(runs_catalog, tmp_path):
     copy = tmp_path / "catalog"
     shutil.copytree(runs_catalog.root, copy)
-    client = TestClient(create_app(Settings(root=str(copy), flags_path=str(tmp_path / "f.sqlite"))))
+    client = local_client(create_app(Settings(root=str(copy), flags_path=str(tmp_path / "f.sqlite"))))
     url = "/runs/pretrain/steps/8/ranks/0"
     first = client.get(url)
     assert client.get(url).text == first.text  # served again from the page cache

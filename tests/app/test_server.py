@@ -13,7 +13,7 @@ from app.server import is_loopback, startup_lines
 from app.settings import Settings
 from loaders import Catalog
 
-from tests.app.dom import soup
+from tests.app.dom import form_token, soup
 
 
 @pytest.mark.parametrize(
@@ -23,7 +23,9 @@ from tests.app.dom import soup
 def test_startup_prints_the_url_and_warns_when_exposed(host: str, token: str | None, warns: bool) -> None:
     lines = startup_lines(Settings(root="/r", host=host, port=8123, token=token))
     assert lines[0].endswith(Settings(host=host, port=8123).url)
-    assert (len(lines) == 2 and "without an access token" in lines[1]) == warns
+    assert any("without an access token" in line for line in lines) == warns
+    assert any("BATCHSCOPE_ALLOWED_HOSTS" in line for line in lines) == (not is_loopback(host))  # the names it answers to
+    assert len(lines) == 1 + warns + (not is_loopback(host))
     assert is_loopback(host) == (not warns and token is None)
 
 
@@ -59,9 +61,9 @@ def test_token_guards_everything_but_static_and_login(make_client: Callable[...,
     assert client.get(urls.login()).status_code == 200
     assert client.get(urls.api(urls.home()), headers={"Authorization": "Bearer open sesame"}).status_code == 200
     assert client.get(urls.api(urls.home()), headers={"Authorization": "Bearer wrong"}).status_code == 401
-    refused = client.post(urls.login(), data={"token": "nope", "next": "/flags"})
+    refused = client.post(urls.login(), data={"token": "nope", "next": "/flags", "csrf_token": form_token(client)})
     assert refused.status_code == 401 and "wrong token" in soup(refused).select_one(".error-inline").get_text()
-    login = client.post(urls.login(), data={"token": "open sesame", "next": "//evil.example/x"})
+    login = client.post(urls.login(), data={"token": "open sesame", "next": "//evil.example/x", "csrf_token": form_token(client)})
     assert login.status_code == 303 and login.headers["location"] == "/"
     assert "httponly" in login.headers["set-cookie"].lower() and "samesite=strict" in login.headers["set-cookie"].lower()
     assert client.get(urls.api(urls.home())).status_code == 200  # the cookie now carries the token

@@ -13,7 +13,7 @@ from fastapi.testclient import TestClient
 from app import urls
 from loaders import Catalog
 
-from tests.app.dom import soup
+from tests.app.dom import form_token, soup
 from tests.conftest import write_parquet
 
 SCRIPT = "<script>alert(1)</script>"
@@ -131,7 +131,9 @@ def test_hostile_keys_make_working_permalinks(hostile_client: TestClient, hostil
 def test_hostile_flag_notes_are_text(hostile_client: TestClient, hostile: Catalog) -> None:
     version = hostile.resolve("hostile@v1")
     response = hostile_client.post(
-        urls.flags(), data={"dataset": "hostile", "version": version.id, "key": IMG, "note": SCRIPT + TEMPLATE}, headers={"HX-Request": "true"}
+        urls.flags(),
+        data={"dataset": "hostile", "version": version.id, "key": IMG, "note": SCRIPT + TEMPLATE, "csrf_token": form_token(hostile_client)},
+        headers={"HX-Request": "true"}
     )
     assert response.status_code == 200
     assert_inert(soup(response))

@@ -16,7 +16,7 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator, Mapping
+from typing import Iterator, Mapping, Sequence
 
 from tests.support.processes import stop
 
@@ -68,11 +68,13 @@ def served(
     env: Mapping[str, str] | None = None,
     timeout: float = 60.0,
     limits: Mapping[int, int] | None = None,
+    wrapper: Sequence[str] = (),
 ) -> Iterator[Server]:
     """Serve the catalog at ``root`` with ``batchscope serve --host host`` (no ``--host`` when None) until the block ends.
 
     ``BATCHSCOPE_*`` variables of this process are not passed on (only ``env``); stdout and stderr go to files in ``logs``.
     ``limits`` maps ``resource.RLIMIT_*`` to the value the server runs under (a memory cap, say).
+    ``wrapper`` runs the server under another command (such as ``prlimit --as=...``).
     """
     port = free_port()
     logs.mkdir(parents=True, exist_ok=True)
@@ -81,7 +83,7 @@ def served(
     environment.update(env or {})
     with open(stdout, "wb") as out, open(stderr, "wb") as err:
         process = subprocess.Popen(
-            [batchscope(), "serve", "--root", str(root), "--port", str(port), *(["--host", host] if host else [])],
+            [*wrapper, batchscope(), "serve", "--root", str(root), "--port", str(port), *(["--host", host] if host else [])],
             stdout=out,
             stderr=err,
             env=environment,

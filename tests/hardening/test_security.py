@@ -25,10 +25,12 @@ from app.templating import STATIC_DIR, TEMPLATES_DIR
 from loaders import Catalog, DecodeError, ReadPlan, Source
 from loaders.media.image import resolve_media_path
 
+from tests.app.dom import form_token
 from tests.conftest import build_inspector_catalog, write_parquet
 from tests.corpus import media_faults as media
 from tests.corpus.checks import assert_inert
 from tests.corpus.server import served
+from tests.support.local_client import local_client
 
 TOKEN = "s3cret-token"
 SECRET = "batchscope-security-secret-41d2"
@@ -78,7 +80,7 @@ def catalog(tmp_path_factory: pytest.TempPathFactory) -> Catalog:
 def make_client(catalog: Catalog, tmp_path: Path) -> Callable[..., TestClient]:
     def make(**settings: Any) -> TestClient:
         values = {"root": catalog.root, "flags_path": str(tmp_path / "flags.sqlite"), **settings}
-        return TestClient(create_app(Settings(**values)), follow_redirects=False, raise_server_exceptions=False)
+        return local_client(create_app(Settings(**values)), follow_redirects=False, raise_server_exceptions=False)
 
     return make
 
@@ -161,7 +163,7 @@ def test_the_login_cookie_opens_pages_json_and_media(make_client: Callable[..., 
     form = BeautifulSoup(client.get(urls.login(protected[0])).text, "html.parser").select_one("form")
     assert form["method"].lower() == "post" and form["action"] == urls.login()
     assert TOKEN not in client.get(urls.login()).text
-    login = client.post(urls.login(), data={"token": TOKEN, "next": protected[0]})
+    login = client.post(urls.login(), data={"token": TOKEN, "next": protected[0], "csrf_token": form_token(client)})
     assert login.status_code == 303 and login.headers["location"] == protected[0]
     assert [client.get(u).status_code for u in protected] == [200, 200, 200]
 
