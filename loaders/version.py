@@ -447,10 +447,18 @@ class DatasetVersion:
                 break
             shard, row = found
             if 0 <= shard < len(self.shards) and 0 <= row < self.shards[shard].rows:
-                if self.key_at(shard, row, self.read(shard, [row])[0]) == key:
+                if self._stored_key(shard, row) == key:
                     return shard, row
             log.warning("%s: key index of %s points %r at shard %d row %d, which holds another key; rebuilding", self._key_index_path(), self.ref, key, shard, row)
         raise SampleNotFound(f"{self.ref} has no row with key {key!r} (key column: {self.key or 'content hash'})")
+
+    def _stored_key(self, shard: int, row: int) -> str:
+        """The permalink key of one row, decoding only its key column when there is one (not the whole row group)."""
+        if not self.key or (shard, row) in self._suffixes:
+            return self.key_at(shard, row, self.read(shard, [row])[0] if not self.key else {})
+        group, offset = self.row_group_of(shard, row)
+        table = self._open(shard).read_row_group(group, columns=[self.key])
+        return record_key({self.key: table.column(self.key)[offset].as_py()}, self.key)
 
     def sample(self, key: str) -> Record:
         """The decoded record whose key is ``key``."""
