@@ -99,6 +99,7 @@ class RunPage:
     last_step_url: str
     plan: dict[str, Any]
     mixture: MixtureView | None = None
+    mixture_error: str | None = None
     title: str = html_only("")
     crumbs: list[Link] = html_only(default_factory=list)
     step_box_url: str = html_only("")
@@ -228,6 +229,11 @@ def run_page(
         for i, s in enumerate(run.sources)
     ]
     steps = run.ledger.steps()
+    mixture, mixture_error = None, None
+    try:  # measuring reads data: a broken shard shows as a message in the panel, not as a broken run page
+        mixture = run_mixture(runs, run, window=window)
+    except BatchscopeError as exc:
+        mixture_error = exc.message
     return RunPage(
         name=run.name,
         url=urls.run(run.name),
@@ -251,7 +257,8 @@ def run_page(
         first_step_url=urls.step(run.name, 0),
         last_step_url=urls.step(run.name, run.total_steps - 1),
         plan=run.manifest["plan"],
-        mixture=run_mixture(runs, run, window=window),
+        mixture=mixture,
+        mixture_error=mixture_error,
         title=f"run {run.name}",
         crumbs=[Link("runs", urls.home()), Link(run.name, urls.run(run.name))],
         step_box_url=urls.run(run.name),

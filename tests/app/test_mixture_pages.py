@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections import Counter
 from pathlib import Path
 
+import httpx
 import numpy as np
 import pytest
 from fastapi.testclient import TestClient
@@ -15,6 +16,7 @@ from app.settings import Settings
 from loaders import Catalog
 from loaders.realized_mixture import measured_steps
 from tests.app.dom import soup
+from tests.browser.conftest import serving
 from tests.support.mixture import NAMES, STEPS, build_mixture_catalog
 
 
@@ -95,3 +97,19 @@ def test_step_page_shows_the_steps_own_mix(client: TestClient, catalog: Catalog)
     assert [c[0] for c in cells] == [f"{n}@v1" for n in NAMES]
     assert [c[2] for c in cells] == [str(counted[i]) for i in range(3)]
     assert cells[0][1] == "62.5%"
+
+
+
+def test_a_shard_that_cannot_be_read_shows_in_the_mixture_panel_not_as_a_broken_run_page(tmp_path: Path) -> None:
+    catalog = build_mixture_catalog(tmp_path / "broken")
+    for shard in (Path(catalog.root) / "src" / "gamma").rglob("*.parquet"):
+        shard.write_bytes(b"\0" * shard.stat().st_size)  # same size, other bytes: the registered checksum no longer matches
+    with serving(catalog.root, tmp_path / "logs", flags_path=str(tmp_path / "flags.sqlite")) as base:  # a fresh process
+        with httpx.Client(base_url=base, timeout=60) as client:
+            response = client.get(urls.run("mixed"))
+            assert response.status_code == 200
+            message = soup(response).select_one("#mixture .mixture-error").get_text()
+            assert "gamma" in message
+            data = client.get(urls.api(urls.run("mixed"))).json()
+            assert data["mixture"] is None and data["mixture_error"] == message
+            assert data["sources"] and data["total_steps"] == STEPS  # the rest of the run page is there
