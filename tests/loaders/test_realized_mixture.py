@@ -116,9 +116,12 @@ def test_lossless_packed_run_counts_sequences_and_document_tokens_exactly(catalo
     assert _windows(coarse, "tokens").tolist() == [tokens[w.start : w.end].sum(axis=0).tolist() for w in coarse.windows]
 
 
-def test_fixed_block_packed_run_counts_documents_of_the_measured_steps_and_says_so(catalog):
+@pytest.mark.parametrize("fmt", [2, 3])
+def test_fixed_block_packed_run_counts_documents_of_the_measured_steps_and_says_so(catalog, fmt):
     pack = Pack(seq_len=16, docs_per_block=8, strategy="block")
-    run = _run(catalog, [2, 1, 1], batch=4, streams=2, steps=20, tokenize=True, pack=pack, fmt=2, sequences_per_block=4)
+    extra = {"sequences_per_block": 4} if fmt == 2 else {}
+    run = _run(catalog, [2, 1, 1], batch=4, streams=2, steps=20, tokenize=True, pack=pack, fmt=fmt, **extra)
+    assert run.read_format == fmt and not run.lossless_packing
     mix = realized_mixture(run, window=5)
     assert mix.unit == "documents" and not mix.samples_exact and not mix.tokens_exact
     assert "fixed-block" in mix.note
