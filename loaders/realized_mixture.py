@@ -199,25 +199,26 @@ def measured_steps(total_steps: int, limit: int = MEASURED_STEPS) -> tuple[int, 
 
 def batch_counts(run: "Run", batches: Iterable["Batch"]) -> StepCounts:
     """Samples (or documents) and document tokens per source counted from ``batches`` (``tokens`` is ``None`` when no
-    sample has ``input_ids``)."""
+    sample has ``input_ids``).
+
+    With fixed-block packing a sequence mixes sources, so its documents are counted instead, each once however many
+    of the batches' sequences it spans (a document is its stream and its draw in that stream).
+    """
     sources = len(run.sources)
     samples, tokens = [0] * sources, [0] * sources
     padding, tokenized = 0, False
     by_document = fixed_block_packing(run)
+    documents: set[tuple[int, int, int]] = set()
     for batch in batches:
         for sample in batch.samples:
             spans = sample.inputs.get("doc_spans") if run.plan.pack is not None else None
             if spans is not None:
                 tokenized = True
                 padding += int(sample.inputs.get("padding") or 0)
-                seen: set[tuple[int, int]] = set()
                 for document, span in zip(sample.documents, spans):
                     tokens[document.source] += int(span["end"]) - int(span["start"])
-                    seen.add((document.source, document.draw))
-                if by_document:
-                    for source, _ in seen:
-                        samples[source] += 1
-                elif spans:
+                    documents.add((sample.stream, document.draw, document.source))
+                if spans and not by_document:
                     samples[sample.documents[0].source] += 1
                 continue
             source = _source(sample)
@@ -226,6 +227,9 @@ def batch_counts(run: "Run", batches: Iterable["Batch"]) -> StepCounts:
             if ids is not None:
                 tokenized = True
                 tokens[source] += len(ids)
+    if by_document:
+        for _, _, source in documents:
+            samples[source] += 1
     return StepCounts(tuple(samples), tuple(tokens) if tokenized else None, padding)
 
 

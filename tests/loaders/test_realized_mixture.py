@@ -127,14 +127,18 @@ def test_fixed_block_packed_run_counts_documents_of_the_measured_steps_and_says_
     assert "fixed-block" in mix.note
     documents, tokens = Counter(), Counter()
     padding = 0
+    spanning = 0
     for step in mix.measured_steps:
+        seen = {}  # a document split over two sequences of the step counts once
         for sample in run.batch(step, 0, world_size=1).samples:
             spans = sample.inputs["doc_spans"]
             padding += sample.inputs["padding"]
-            for document in {(d.source, d.draw) for d, _ in zip(sample.documents, spans)}:
-                documents[document[0]] += 1
             for d, span in zip(sample.documents, spans):
+                spanning += (sample.stream, d.draw) in seen
+                seen[(sample.stream, d.draw)] = d.source
                 tokens[d.source] += span["end"] - span["start"]
+        documents.update(seen.values())
+    assert spanning  # the case is exercised: some document is cut across sequences of one step
     assert list(mix.samples) == [documents[s] for s in range(3)]
     assert list(mix.tokens) == [tokens[s] for s in range(3)]
     assert mix.padding == padding
