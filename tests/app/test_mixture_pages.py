@@ -75,6 +75,9 @@ def test_run_page_draws_the_mixture_chart_with_windows_linking_to_steps(client: 
     dashed = section.select("figure.mixture-samples svg path.chart-planned")
     assert len(dashed) == 3
     assert section.select_one("input[name=window]")["value"] == "10"
+    zoomed = soup(client.get(urls.run("mixed"), params={"window": 10, "from": 4, "to": 20, "smooth": 0.9})).select_one("#mixture form")
+    kept = {i["name"]: i["value"] for i in zoomed.select("input[type=hidden]")}
+    assert kept == {"from": "4", "to": "20", "smooth": "0.9"}  # redrawing the mixture keeps the metrics' view
     assert client.get(urls.api(urls.run("mixed")), params={"window": 0}).status_code == 422
 
 
