@@ -5,9 +5,13 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 
-from typing import Callable, Hashable
+from typing import Callable, Hashable, TypeVar
 
 from loaders import Batch, Catalog, Run
+
+T = TypeVar("T")
+#: Computed values kept (measured mixtures and the like), the least recently used dropped first.
+VALUES = 32
 
 
 class RunCache:
@@ -23,6 +27,7 @@ class RunCache:
         self._pages: OrderedDict[Hashable, bytes] = OrderedDict()
         self._page_capacity = pages
         self._batches: OrderedDict[tuple[str, str, int, int, int], Batch] = OrderedDict()
+        self._values: OrderedDict[Hashable, object] = OrderedDict()
         self._capacity = batches
         self._lock = threading.Lock()
 
@@ -70,3 +75,16 @@ class RunCache:
                 while len(self._pages) > self._page_capacity:
                     self._pages.popitem(last=False)
         return body
+
+    def value(self, key: Hashable, compute: Callable[[], T]) -> T:
+        """``compute()``, kept under ``key`` — which must name everything it depends on (a run's name and fingerprint)."""
+        with self._lock:
+            if key in self._values:
+                self._values.move_to_end(key)
+                return self._values[key]  # type: ignore[return-value]
+        found = compute()
+        with self._lock:
+            self._values[key] = found
+            while len(self._values) > VALUES:
+                self._values.popitem(last=False)
+        return found

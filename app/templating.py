@@ -84,9 +84,21 @@ def short_id(value: str | None, length: int = 12) -> str:
     return "" if value is None else str(value)[:length]
 
 
+def percent(share: float | None, *, signed: bool = False) -> str:
+    """A share as a percentage with one decimal (``–`` when unknown); ``signed`` for deviations.
+
+    >>> percent(0.625), percent(-0.0125, signed=True), percent(None)
+    ('62.5%', '-1.2%', '–')
+    """
+    if share is None:
+        return "–"
+    return f"{100 * share:+.1f}%" if signed else f"{100 * share:.1f}%"
+
+
 FILTERS = {
     "bytes": human_bytes,
     "count": count,
+    "percent": percent,
     "short_id": short_id,
     "visible": visible,
     "segments": segments_html,

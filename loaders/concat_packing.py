@@ -110,18 +110,9 @@ class ConcatPacking:
         """Exact tokens delivered and padded when each (stream, source) has read ``sequences_read`` sequences."""
         tokens = padding = total = 0
         for key, count in sequences_read.items():
-            packer = self.packers[key]
-            layout = 0
-            while count > 0:
-                plan = packer.layout(layout)
-                used = min(count, plan.sequences)
-                total += used
-                if used == plan.sequences:
-                    tokens += plan.tokens
-                    padding += plan.padding
-                else:
-                    tokens += used * plan.seq_len
-                count -= used
-                layout += 1
+            delivered = int(self.packers[key].tokens_before(np.asarray([count]))[0])
+            tokens += delivered
+            padding += count * self.pack.seq_len - delivered
+            total += count
         return PackingWaste(tokens, padding, 0, total, self.pack.seq_len, True)
 

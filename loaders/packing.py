@@ -126,6 +126,20 @@ class LanePacker:
                     f"source {self.order.source} stream {self.stream}: {layout} epoch layouts in a row hold no tokens"
                 )
 
+    def tokens_before(self, sequences: np.ndarray) -> np.ndarray:
+        """Document tokens in the stream's first ``sequences[i]`` sequences of this source (exact; vectorized).
+
+        Only a layout's last sequence is padded, so a partly read layout contributes ``seq_len`` per sequence.
+        """
+        n = np.asarray(sequences, dtype=np.int64)
+        if n.size and int(n.max()) > 0:
+            self.locate(int(n.max()) - 1)
+        with self._lock:
+            first = np.asarray(self._first_sequence, dtype=np.int64)
+            totals = np.concatenate([[0], np.cumsum([p.tokens for p in self._layouts], dtype=np.int64)]).astype(np.int64)
+        full = np.searchsorted(first[1:], n, side="right")  # layouts read to their end
+        return totals[full] + (n - first[full]) * self.seq_len
+
     def sequence(
         self, sequence: int, window_tokens: Callable[[int, int, int], WindowTokens], *, pad_id: int, positions: str
     ) -> tuple[PackedSequence, list[Any]]:

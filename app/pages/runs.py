@@ -12,6 +12,7 @@ from .. import urls
 from ..jsonable import html_only
 from ..run_cache import RunCache
 from .common import Link
+from .mixture import MixtureView, run_mixture
 from .spikes import DEFAULT_SMOOTHING, OUTLIER_K, OUTLIER_WINDOW, SMOOTHING, Outlier, ema, outliers, thin, window
 
 #: Charts are drawn from at most this many points (thinned keeping each bucket's extremes), so huge runs stay light.
@@ -97,6 +98,8 @@ class RunPage:
     first_step_url: str
     last_step_url: str
     plan: dict[str, Any]
+    mixture: MixtureView | None = None
+    mixture_error: str | None = None
     title: str = html_only("")
     crumbs: list[Link] = html_only(default_factory=list)
     step_box_url: str = html_only("")
@@ -198,8 +201,10 @@ def run_page(
     end: int | None = None,
     smooth: float | None = None,
     overlay: str | None = None,
+    window: int | None = None,
 ) -> RunPage:
-    """Everything the run page shows; the charts cover steps ``start..end`` smoothed by ``smooth``, with ``overlay``'s curves."""
+    """Everything the run page shows; the charts cover steps ``start..end`` smoothed by ``smooth``, with ``overlay``'s curves;
+    the realized mixture is cut into windows of ``window`` steps."""
     run = runs.run(catalog, name)
     other, overlay_error = None, None
     if overlay:
@@ -224,6 +229,11 @@ def run_page(
         for i, s in enumerate(run.sources)
     ]
     steps = run.ledger.steps()
+    mixture, mixture_error = None, None
+    try:  # measuring reads data: a broken shard shows as a message in the panel, not as a broken run page
+        mixture = run_mixture(runs, run, window=window)
+    except BatchscopeError as exc:
+        mixture_error = exc.message
     return RunPage(
         name=run.name,
         url=urls.run(run.name),
@@ -247,6 +257,8 @@ def run_page(
         first_step_url=urls.step(run.name, 0),
         last_step_url=urls.step(run.name, run.total_steps - 1),
         plan=run.manifest["plan"],
+        mixture=mixture,
+        mixture_error=mixture_error,
         title=f"run {run.name}",
         crumbs=[Link("runs", urls.home()), Link(run.name, urls.run(run.name))],
         step_box_url=urls.run(run.name),

@@ -5,12 +5,14 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass
 
-from loaders import Catalog
+from loaders import Batch, Catalog
+from loaders.realized_mixture import step_mix
 
 from .. import urls
 from ..jsonable import html_only
 from ..run_cache import RunCache
 from .common import Link
+from .mixture import StepMixView, step_mixture
 from .forensics import (
     Logged,
     TokenStats,
@@ -72,6 +74,7 @@ class StepPage:
     tokens: int
     padding: int
     padding_warning: str | None
+    mix: StepMixView | None = None
     title: str = html_only("")
     crumbs: list[Link] = html_only(default_factory=list)
     sorts: list[Link] = html_only(default_factory=list)
@@ -86,8 +89,10 @@ def step_page(catalog: Catalog, runs: RunCache, name: str, step: int, *, sort: s
     shares = []
     samples: list[StepSample] = []
     every: list[TokenStats] = []
+    batches: list[Batch] = []
     for rank in range(world_size):
         batch = runs.batch(run, step, rank)
+        batches.append(batch)
         stats = [token_stats(s.inputs) for s in batch.samples]
         every += stats
         metrics = run.ledger.metrics(step, rank, world_size)
@@ -142,6 +147,7 @@ def step_page(catalog: Catalog, runs: RunCache, name: str, step: int, *, sort: s
         tokens=sum(t.tokens for t in every),
         padding=sum(t.padding for t in every),
         padding_warning=step_padding_warning(every),
+        mix=step_mixture(step_mix(run, step, batches)),
         title=f"{run.name} · step {step}",
         crumbs=[Link("runs", urls.home()), Link(run.name, urls.run(run.name)), Link(f"step {step}", urls.step(run.name, step))],
         sorts=sort_links(urls.step(run.name, step), order),

@@ -39,12 +39,13 @@ def run(
     end: Annotated[int | None, Query(alias="to", ge=0, description="Charts end at this step (zoom).")] = None,
     smooth: Annotated[float | None, Query(ge=0, lt=1, description="EMA smoothing weight of the curves (0 is off; default 0.6).")] = None,
     overlay: Annotated[str | None, Query(max_length=128, description="Draw this other run's curves on the same charts.")] = None,
+    window: Annotated[int | None, Query(ge=1, description="Steps per window of the realized mixture (default: the run in 50 windows).")] = None,
 ) -> Response:
     check_name("run", run)
     if step is not None:
         runs.run(catalog, run).check_step(step)
         return RedirectResponse(canonical(request, urls.step(run, step)).split("?")[0], status_code=303, headers=VARY)
-    data = run_page(catalog, runs, run, start=start, end=end, smooth=smooth, overlay=overlay or None)
+    data = run_page(catalog, runs, run, start=start, end=end, smooth=smooth, overlay=overlay or None, window=window)
     return respond(request, data, template="run.html", block="metrics")
 
 
