@@ -4,10 +4,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from loaders import Catalog
+
 from .. import urls
 from ..flags import Flag, FlagFilter, FlagStore
 from ..jsonable import html_only
 from .common import Link
+from .where import FlaggedSteps, OpenRun, flagged_steps
 
 PAGE = 100
 
@@ -33,6 +36,8 @@ class FlagsPage:
     keys_url: str
     datasets: list[Facet]
     tags: list[Facet]
+    #: Per listed flag the steps that consumed it, and per run the distinct steps flagged samples touched.
+    reads: FlaggedSteps | None = None
     all_url: str = html_only("")
     title: str = html_only("flags")
     crumbs: list[Link] = html_only(default_factory=list)
@@ -45,10 +50,23 @@ class FlagPage:
     crumbs: list[Link] = html_only(default_factory=list)
 
 
-def flags_page(store: FlagStore, *, dataset: str | None, tag: str | None, before: int | None = None, limit: int = PAGE) -> FlagsPage:
-    """Flags newest first, filtered; facets link to each dataset and tag."""
+def flags_page(
+    store: FlagStore,
+    *,
+    dataset: str | None,
+    tag: str | None,
+    before: int | None = None,
+    limit: int = PAGE,
+    catalog: Catalog | None = None,
+    open_run: OpenRun | None = None,
+) -> FlagsPage:
+    """Flags newest first, filtered; facets link to each dataset and tag. Given a catalog and ``open_run``, also
+    where each listed flag was read and, per run, how many steps the filtered flags touched."""
     where = FlagFilter(dataset=dataset or None, tag=tag or None)
     flags = store.list(where, limit=limit, before=before)
+    reads = None
+    if catalog is not None and open_run is not None:
+        reads = flagged_steps(catalog, open_run, flags, store.iter_all(where))
     next_url = urls.flags(dataset=dataset, tag=tag, before=flags[-1].id) if len(flags) == limit else None
     datasets = [Facet(name, n, urls.flags(dataset=name, tag=tag), name == dataset) for name, n in store.datasets()]
     tags = [Facet(name, n, urls.flags(dataset=dataset, tag=name), name == tag) for name, n in store.tags(dataset or None)]
@@ -62,6 +80,7 @@ def flags_page(store: FlagStore, *, dataset: str | None, tag: str | None, before
         keys_url=urls.flags_keys(dataset=dataset, tag=tag),
         datasets=datasets,
         tags=tags,
+        reads=reads,
         all_url=urls.flags(),
         crumbs=[Link("home", urls.home()), Link("flags", urls.flags())],
     )

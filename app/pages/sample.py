@@ -15,6 +15,7 @@ from ..jsonable import html_only
 from ..renderers.registry import FieldContext, View, render_field
 from .common import Link
 from .datasets import version_tokenizer
+from .where import OpenRun, RunReads, where_read_panel
 
 #: Kinds whose stored bytes the media endpoint serves.
 MEDIA_KINDS = ("binary", "image", "video", "audio")
@@ -67,6 +68,8 @@ class SamplePage:
     warnings: list[str]
     prev_url: str | None = None
     next_url: str | None = None
+    #: Every run that read this sample, per epoch (None when not asked for: a single field's fragment).
+    where: list[RunReads] | None = None
     title: str = html_only("")
     crumbs: list[Link] = html_only(default_factory=list)
     blocks: list[FieldBlock] = html_only(default_factory=list)
@@ -150,8 +153,12 @@ def sample_page(
     highlight: str | None = None,
     collapse_chars: int = 2000,
     token_threshold: int = 1024,
+    open_run: OpenRun | None = None,
+    where_run: str | None = None,
+    where_epoch: int = 0,
 ) -> SamplePage:
-    """One sample by key: where it lives, every field, its flags, and links to its neighbours."""
+    """One sample by key: where it lives, every field, its flags, links to its neighbours, and (given
+    ``open_run``) every run that read it, per epoch, from ``where_epoch`` on (only ``where_run`` when given)."""
     shard, row = version.find(key)
     record = version.read(shard, [row])[0]
     index = version.index_of(shard, row)
@@ -170,6 +177,9 @@ def sample_page(
     )
     form = flag_form(flags, version, key)
     name = version.name
+    where = None
+    if open_run is not None and only is None:
+        where = where_read_panel(catalog, open_run, version, key, index, run=where_run, first_epoch=where_epoch)
     return SamplePage(
         dataset=name,
         version=version.id,
@@ -186,6 +196,7 @@ def sample_page(
         warnings=[warning] if warning else [],
         prev_url=_neighbour(version, index - 1) if only is None else None,
         next_url=_neighbour(version, index + 1) if only is None else None,
+        where=where,
         title=f"{key} · {version.ref}",
         crumbs=[
             Link("datasets", urls.home()),

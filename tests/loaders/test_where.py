@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from collections import defaultdict
-
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -12,7 +10,7 @@ from loaders import Catalog, Pack, ReadPlan, Run, SampleNotFound, Shuffle, Sourc
 from loaders.where import where_read
 from tests.loaders.test_formats import _as_format
 from tests.loaders.test_run import _tokenizer_json
-from tests.support.readpath import write_text_dataset
+from tests.support.readpath import Reads, forward_reads, write_text_dataset
 
 NAMES = ("alpha", "beta", "gamma")
 ROWS = (23, 9, 14)
@@ -29,25 +27,6 @@ def catalog(tmp_path_factory) -> Catalog:
 
 
 _names = iter(range(10**9))
-
-Reads = dict[tuple[int, int], set[tuple[int, int, int, int, int]]]
-
-
-def _forward(run: Run) -> Reads:
-    """Every (source, record) → {(epoch, step, rank, world size, sample)}, by reading every step (tests only)."""
-    packed = run.plan.pack is not None
-    seen: Reads = defaultdict(set)
-    for step in range(run.total_steps):
-        world_size = run.world_size_at(step)
-        for rank in range(world_size):
-            for i, sample in enumerate(run.batch(step, rank, world_size=world_size).samples):
-                for doc in sample.documents:
-                    if packed and doc.span is None:
-                        continue  # an all-padding sequence names a document it does not hold
-                    record = run.version(doc.source).index_of(doc.address.shard, doc.address.row)
-                    seen[(doc.source, record)].add((doc.epoch, step, rank, world_size, i))
-    return seen
-
 
 def _inverse(run: Run) -> Reads:
     found: Reads = {}
@@ -69,7 +48,7 @@ def _assert_inverts(run: Run, world_sizes: list[int]) -> None:
     switch = run.total_steps // 2
     run.record_world_size(0, world_sizes[0])
     run.record_world_size(switch, world_sizes[1])
-    assert _inverse(run) == dict(_forward(run))
+    assert _inverse(run) == dict(forward_reads(run))
 
 
 def _allowed(streams: int) -> list[int]:
@@ -150,7 +129,7 @@ def test_epochs_are_listed_a_page_at_a_time(catalog):
     everything = where_read(run, 0, 5, epochs=None)
     # 40 draws per stream; a part of 4 of the 9 records is 10 epochs, one of 5 is 8.
     assert everything.epochs == 10
-    assert {(r.epoch, r.step, r.rank, r.world_size, r.sample) for r in everything.reads} == _forward(run)[(0, 5)]
+    assert {(r.epoch, r.step, r.rank, r.world_size, r.sample) for r in everything.reads} == forward_reads(run)[(0, 5)]
     first = run.where(0, 5, epochs=3)
     assert first.next_epoch == 3 and [r.epoch for r in first.reads] == [0, 1, 2]
     rest = run.where(0, 5, first_epoch=3, epochs=None)
