@@ -92,16 +92,25 @@ def run_reads(run: Run, sources: Iterable[int], record: int, *, first_epoch: int
 
 
 def where_read_panel(
-    catalog: Catalog, open_run: OpenRun, version: DatasetVersion, key: str, record: int, *, run: str | None = None, first_epoch: int = 0
+    catalog: Catalog,
+    open_run: OpenRun,
+    version: DatasetVersion,
+    key: str,
+    record: int,
+    *,
+    run: str | None = None,
+    first_epoch: int = 0,
+    epochs: int | None = None,
 ) -> list[RunReads]:
-    """Every run that read the sample (or only ``run``), with its reads over :data:`WHERE_EPOCHS` epochs from ``first_epoch``."""
+    """Every run that read the sample (or only ``run``), with its reads over ``epochs`` (default
+    :data:`WHERE_EPOCHS`) epochs from ``first_epoch``."""
     panel = []
     for name, opened, sources in runs_reading(catalog, open_run, version, run):
         if isinstance(opened, str):
             panel.append(RunReads(name, urls.run(name), 0, 0, None, error=opened))
             continue
         try:
-            reads = run_reads(opened, sources, record, first_epoch=first_epoch, epochs=WHERE_EPOCHS)
+            reads = run_reads(opened, sources, record, first_epoch=first_epoch, epochs=epochs or WHERE_EPOCHS)
         except BatchscopeError as exc:
             panel.append(RunReads(name, urls.run(name), 0, first_epoch, None, error=exc.message))
             continue
