@@ -89,12 +89,22 @@ def _lane_draw(order: LaneOrder, layout: int, position: int) -> tuple[int, int]:
         raise AssertionError(f"layout position {position} is in no stream's part of source {order.source}")
     unshuffled = position
     if order.shuffle:
-        starts = order.windows(stream)
-        w = int(np.searchsorted(starts, position, side="right")) - 1
-        begin, end = int(starts[w]), int(starts[w + 1])
+        assert not order.aligned, "aligned (lossless packed) windows are inverted from their layout plan"
+        width = order.window * order.chunk
+        begin, end = _cell(lo, hi, width, stream * width // order.streams, position)
         perm = permutation(end - begin, order.seed, "window", order.source, stream, layout, begin)
         unshuffled = begin + perm.inverse(position - begin)
     return stream, layout * (hi - lo) + unshuffled - lo
+
+
+def _cell(lo: int, hi: int, width: int, offset: int, x: int) -> tuple[int, int]:
+    """The cell holding ``x`` of ``[lo, hi)`` cut every ``width`` on a grid shifted left by ``offset`` (the first
+    cell shorter): :func:`loaders.lane_order._grid` in O(1)."""
+    first = lo + width - offset
+    if x < first:
+        return lo, min(first, hi)
+    begin = first + (x - first) // width * width
+    return begin, min(begin + width, hi)
 
 
 def _source_draw(order: SourceOrder, layout: int, position: int) -> tuple[int, int]:
