@@ -67,7 +67,7 @@ unpacked = dict(
 )
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(**unpacked, fmt=st.sampled_from([1, 2, 3]))
 def test_unpacked_reads_invert_to_the_batches_that_hold_them(catalog, weights, per_stream, streams, chunk, window, shuffle, seed, data, fmt):
     plan = ReadPlan(
@@ -81,7 +81,7 @@ def test_unpacked_reads_invert_to_the_batches_that_hold_them(catalog, weights, p
     _assert_inverts(run, [data.draw(st.sampled_from(_allowed(streams))) for _ in range(2)])
 
 
-@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(
     weights=st.lists(st.integers(1, 4), min_size=1, max_size=3),
     seq_len=st.integers(3, 30),
@@ -102,13 +102,13 @@ def test_lossless_packed_documents_invert_to_every_sequence_holding_their_tokens
     _assert_inverts(run, [data.draw(st.sampled_from(_allowed(streams))) for _ in range(2)])
 
 
-@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(
     docs=st.integers(1, 5),
     per_block=st.integers(1, 4),
     seq_len=st.integers(4, 20),
     streams=st.sampled_from([1, 2]),
-    fmt=st.sampled_from([2, 3]),
+    fmt=st.sampled_from([1, 2, 3]),
     data=st.data(),
 )
 def test_fixed_block_packed_documents_invert_and_dropped_tokens_are_no_read(catalog, docs, per_block, seq_len, streams, fmt, data):
