@@ -105,7 +105,8 @@ def sample(
         highlight=q or None,
         collapse_chars=settings.text_collapse_chars,
         token_threshold=settings.token_fragment_threshold,
-        open_run=lambda run: runs.run(catalog, run),
+        # An htmx request swaps in the fields only: the where-read panel is not asked for.
+        open_run=None if wants_fragment(request) else (lambda run: runs.run(catalog, run)),
         where_run=where_run or None,
         where_epoch=where_epoch,
     )

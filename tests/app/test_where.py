@@ -86,3 +86,10 @@ def test_the_flags_page_lists_the_steps_each_flag_touched_and_counts_them_per_ru
     rows = {tr["data-run"]: tr.select_one(".steps-touched").get_text(strip=True) for tr in page.select("tr.flagged-run")}
     assert rows == {run: str(n) for run, n in touched.items()}
     assert page.select("a.flag-read")
+
+
+def test_a_single_field_or_an_htmx_swap_of_the_fields_leaves_the_panel_out(runs_client, runs_catalog):
+    version = runs_catalog.resolve("docs@v1")
+    assert runs_client.get(urls.api(urls.sample("docs", version, "doc-5", field="text"))).json()["where"] is None
+    swapped = runs_client.get(urls.sample("docs", version, "doc-5"), headers={"HX-Request": "true"})
+    assert swapped.status_code == 200 and soup(swapped).select("section.field") and not soup(swapped).select("#where-read")
