@@ -18,8 +18,11 @@ from ..flags import Flag
 
 #: Epochs of each run listed at once on a sample page (a "later epochs" link shows the next ones).
 WHERE_EPOCHS = 8
-#: Epochs per run counted for the flags page's summary; runs reaching further are counted over these and marked.
-FLAG_EPOCHS = 64
+#: Epochs per run and flagged sample the flags page inverts; runs reaching further are counted over these and marked.
+FLAG_EPOCHS = 16
+#: Epochs of packed runs the flags page inverts in all (each tokenizes a shuffle window or packs a block); past it,
+#: a packed run's further flagged samples are left out of its count and the run is marked.
+PACKED_EPOCHS = 64
 
 OpenRun = Callable[[str], Run]
 
@@ -124,7 +127,7 @@ def where_read_panel(
 
 # -- flags ---------------------------------------------------------------------------------------------------
 #: Flags counted for the flags page's per-run summary (the newest first); more are left out and the page says so.
-FLAGS_COUNTED = 2000
+FLAGS_COUNTED = 500
 #: Reads listed per flag on the flags page (its sample page lists them all, epochs a page at a time).
 FLAG_READS_SHOWN = 12
 
@@ -169,6 +172,7 @@ class _FlagReader:
         self.catalog = catalog
         self.open_run = open_run
         self._versions: dict[tuple[str, str], tuple[DatasetVersion, list[tuple[str, Run | str, list[int]]]]] = {}
+        self._packed_left: dict[str, int] = {}
 
     def reads(self, dataset: str, version_id: str, key: str) -> tuple[list[RunReads], list[str]]:
         if (dataset, version_id) not in self._versions:
@@ -181,10 +185,16 @@ class _FlagReader:
             if isinstance(run, str):
                 errors.append(f"run {name}: {run}")
                 continue
+            packed = run.plan.pack is not None
+            limit = min(FLAG_EPOCHS, self._packed_left.setdefault(name, PACKED_EPOCHS)) if packed else FLAG_EPOCHS
             try:
-                found.append(run_reads(run, sources, record, first_epoch=0, epochs=FLAG_EPOCHS))
+                reads = run_reads(run, sources, record, first_epoch=0, epochs=limit)
             except BatchscopeError as exc:
                 errors.append(f"run {name}: {exc.message}")
+                continue
+            if packed:
+                self._packed_left[name] -= min(limit, reads.epochs)
+            found.append(reads)
         return found, errors
 
 
@@ -228,7 +238,11 @@ def flagged_steps(catalog: Catalog, open_run: OpenRun, shown: list[Flag], every:
                 partial_runs.add(r.run)
     notes = []
     if partial_runs:
-        notes.append(f"runs marked * reach more than {FLAG_EPOCHS} epochs: their steps are counted over the first {FLAG_EPOCHS}")
+        notes.append(
+            f"runs marked * are counted over part of their epochs: the first {FLAG_EPOCHS} of each flagged sample, and "
+            f"for packed runs {PACKED_EPOCHS} epochs in all (each tokenizes a shuffle window or packs a block); "
+            "each sample page lists every read"
+        )
     if capped:
         notes.append(f"counted over the newest {FLAGS_COUNTED} flagged samples only")
     touched = [RunTouched(name, urls.run(name), len(steps[name]), samples[name], name in partial_runs) for name in sorted(steps)]

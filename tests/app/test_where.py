@@ -93,3 +93,20 @@ def test_a_single_field_or_an_htmx_swap_of_the_fields_leaves_the_panel_out(runs_
     assert runs_client.get(urls.api(urls.sample("docs", version, "doc-5", field="text"))).json()["where"] is None
     swapped = runs_client.get(urls.sample("docs", version, "doc-5"), headers={"HX-Request": "true"})
     assert swapped.status_code == 200 and soup(swapped).select("section.field") and not soup(swapped).select("#where-read")
+
+
+def test_the_flags_page_bounds_the_packed_epochs_it_inverts_and_marks_the_run(runs_client, runs_catalog, monkeypatch):
+    monkeypatch.setattr(where_page, "PACKED_EPOCHS", 2)
+    version = runs_catalog.resolve("docs@v1")
+    for key in ("doc-5", "doc-7"):
+        runs_client.post("/api/flags", json={"dataset": "docs", "version": version.id, "key": key})
+    reads = runs_client.get(urls.api(urls.flags())).json()["reads"]
+    runs = {run["run"]: run for run in reads["runs"]}
+    assert runs["pretrain"]["partial"] and not runs["plain"]["partial"]  # pretrain reaches 3 epochs, plain 1
+    flags = sorted(reads["flags"].values(), key=lambda f: f["flag"])
+    newest_first = flags[::-1]  # the page lists (and so inverts) the newest flag first: it gets the 2 epochs
+    assert {r["epoch"] for r in newest_first[0]["reads"] if r["run"] == "pretrain"} <= {0, 1}
+    assert not [r for r in newest_first[1]["reads"] if r["run"] == "pretrain"]
+    assert any("packed runs 2 epochs in all" in note for note in reads["notes"])
+    page = soup(runs_client.get(urls.flags()))
+    assert page.select_one("tr.flagged-run[data-run=pretrain] td").get_text(strip=True).endswith("*")
