@@ -649,11 +649,12 @@ class Run:
             self.draw(p // per_stream, step * per_stream + p % per_stream) for p in self.positions(rank, world_size)
         ]
 
-    def where(self, source: int, record: int, *, first_epoch: int = 0, epochs: int | None = 8) -> "WhereReads":
-        """Where this run read ``record`` of ``source``, per epoch: see :func:`loaders.where.where_read`."""
+    def where(self, source: int, record: int, **options: Any) -> "WhereReads":
+        """Where this run read ``record`` of ``source``, per epoch (``first_epoch``, ``epochs``): see
+        :func:`loaders.where.where_read`."""
         from .where import where_read
 
-        return where_read(self, source, record, first_epoch=first_epoch, epochs=epochs)
+        return where_read(self, source, record, **options)
 
     def global_batch(self, step: int) -> Iterator[Batch]:
         """Every rank's batch at ``step`` under the world size in force then."""
