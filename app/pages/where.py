@@ -57,10 +57,14 @@ class RunReads:
     error: str = ""
 
 
-def runs_reading(catalog: Catalog, open_run: OpenRun, version: DatasetVersion, only: str | None = None) -> list[tuple[str, Run | str, list[int]]]:
+#: ``(run name, the open run or why it cannot be opened, indices of its sources that pin the version)``.
+RunsReading = list[tuple[str, Run | str, list[int]]]
+
+
+def runs_reading(catalog: Catalog, open_run: OpenRun, version: DatasetVersion, only: str | None = None) -> RunsReading:
     """``(name, run or error message, source indices)`` of every run (or just ``only``) whose sources pin ``version``."""
     names = [only] if only is not None else catalog.runs()
-    found: list[tuple[str, Run | str, list[int]]] = []
+    found: RunsReading = []
     for name in names:
         try:
             run = open_run(name)
@@ -171,7 +175,7 @@ class _FlagReader:
     def __init__(self, catalog: Catalog, open_run: OpenRun) -> None:
         self.catalog = catalog
         self.open_run = open_run
-        self._versions: dict[tuple[str, str], tuple[DatasetVersion, list[tuple[str, Run | str, list[int]]]]] = {}
+        self._versions: dict[tuple[str, str], tuple[DatasetVersion, RunsReading]] = {}
         self._packed_left: dict[str, int] = {}
 
     def reads(self, dataset: str, version_id: str, key: str) -> tuple[list[RunReads], list[str]]:
