@@ -5,12 +5,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from loaders import Catalog
+from loaders.errors import BatchscopeError
 
 from .. import urls
 from ..flags import Flag, FlagFilter, FlagStore
 from ..jsonable import html_only
 from .common import Link
-from .where import FlaggedSteps, OpenRun, flagged_steps
+from .where import FlaggedSteps, OpenRun, RunReads, flagged_steps, where_read_panel
 
 PAGE = 100
 
@@ -46,6 +47,10 @@ class FlagsPage:
 @dataclass
 class FlagPage:
     flag: Flag
+    #: Where every run read the flagged sample (first epochs; the sample page pages through the rest).
+    where: list[RunReads] | None = None
+    #: Why the reads could not be listed (the flagged version or key no longer resolves).
+    where_error: str = ""
     title: str = html_only("")
     crumbs: list[Link] = html_only(default_factory=list)
 
@@ -86,10 +91,20 @@ def flags_page(
     )
 
 
-def flag_page(store: FlagStore, flag_id: int) -> FlagPage:
+def flag_page(store: FlagStore, flag_id: int, *, catalog: Catalog | None = None, open_run: OpenRun | None = None) -> FlagPage:
+    """One flag; given a catalog and ``open_run``, also where every run read the flagged sample."""
     flag = store.get(flag_id)
+    where, error = None, ""
+    if catalog is not None and open_run is not None:
+        try:
+            version = catalog.resolve(f"{flag.dataset}@{flag.version}")
+            where = where_read_panel(catalog, open_run, version, flag.key, version.index_of(*version.find(flag.key)))
+        except BatchscopeError as exc:
+            error = exc.message
     return FlagPage(
         flag=flag,
+        where=where,
+        where_error=error,
         title=f"flag {flag.id}",
         crumbs=[Link("home", urls.home()), Link("flags", urls.flags()), Link(f"#{flag.id}", flag.url)],
     )

@@ -124,8 +124,9 @@ def flags_keys(
 
 
 @page(router, "/flags/{flag_id}", summary="One flag")
-def flag(request: Request, flag_id: Annotated[int, Path(ge=0, le=MAX_INT)], store: FlagsDep) -> Response:
-    return respond(request, flag_page(store, flag_id), template="flag.html")
+def flag(request: Request, flag_id: Annotated[int, Path(ge=0, le=MAX_INT)], store: FlagsDep, catalog: CatalogDep, runs: RunsDep) -> Response:
+    data = flag_page(store, flag_id, catalog=catalog, open_run=lambda run: runs.run(catalog, run))
+    return respond(request, data, template="flag.html")
 
 
 @router.post("/flags", include_in_schema=False, response_class=HTMLResponse)

@@ -110,3 +110,13 @@ def test_the_flags_page_bounds_the_packed_epochs_it_inverts_and_marks_the_run(ru
     assert any("packed runs 2 epochs in all" in note for note in reads["notes"])
     page = soup(runs_client.get(urls.flags()))
     assert page.select_one("tr.flagged-run[data-run=pretrain] td").get_text(strip=True).endswith("*")
+
+
+def test_a_flag_page_lists_every_read_of_its_sample(runs_client, runs_catalog):
+    version = runs_catalog.resolve("docs@v1")
+    stored = runs_client.post("/api/flags", json={"dataset": "docs", "version": version.id, "key": "doc-7"}).json()
+    body = runs_client.get(urls.api(urls.flag(stored["id"]))).json()
+    listed = {run["run"]: {(r["epoch"], r["step"], r["rank"], r["sample"]) for r in run["reads"]} for run in body["where"]}
+    assert listed == _expected(runs_catalog, 7) and body["where_error"] == ""
+    links = {a["href"] for a in soup(runs_client.get(urls.flag(stored["id"]))).select("#where-read a.where-link")}
+    assert links == {r["url"] for run in body["where"] for r in run["reads"]}
