@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import bisect
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Callable
 
 import numpy as np
 
@@ -128,6 +128,7 @@ class _Counters:
         self._tables: dict[tuple[int, int], np.ndarray] = {}
 
     def counter(self, stream: int, source: int, n: int) -> int:
+        """The counter of ``stream``'s ``n``-th draw of ``source``: cycles of the mixture, then its place in one."""
         if self.run.step_mixture is not None:
             mix = self.run.step_mixture
             rate = int(mix.rates[stream, source])
@@ -141,7 +142,7 @@ class _Counters:
         table = self._table(-1, source, lambda: mixture.source_at)
         return blocks * mixture.block + int(table[rest]) - self.run._phase[stream]
 
-    def _table(self, stream: int, source: int, lane: Any) -> np.ndarray:
+    def _table(self, stream: int, source: int, lane: Callable[[], np.ndarray]) -> np.ndarray:
         """Offsets of the source's draws in one cycle of the stream's lane (row-major order = draw order)."""
         key = (stream, source)
         if key not in self._tables:
