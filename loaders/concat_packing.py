@@ -78,6 +78,10 @@ class ConcatPacking:
 
         return packer.sequence(n, window, pad_id=self.pack.pad_id, positions=self.pack.position_ids)
 
+    def window_tokens(self, stream: int, source: int, layout: int, start: int, end: int) -> WindowTokens:
+        """The tokenized documents of the shuffle window of slots ``[start, end)`` of ``layout``, in reading order."""
+        return self._window(stream, source, layout, start, end)
+
     def _window(self, stream: int, source: int, layout: int, start: int, end: int) -> WindowTokens:
         key = (stream, source, layout, start)
         with self._lock:

@@ -113,6 +113,11 @@ class LanePacker:
         prefix = np.concatenate([[0], np.cumsum(per_slot, dtype=np.int64)])
         return LayoutPlan(bounds, prefix[bounds - lo], self.seq_len)
 
+    def first_sequence(self, layout: int) -> int:
+        """How many sequences of this stream and source come before ``layout``."""
+        self.layout(layout)
+        return self._first_sequence[layout]
+
     def locate(self, sequence: int) -> tuple[int, int]:
         """``(layout, q)``: the stream's ``sequence``-th sequence of this source is sequence ``q`` of ``layout``."""
         layout = 0

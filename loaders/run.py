@@ -35,6 +35,7 @@ from .version import DatasetVersion
 if TYPE_CHECKING:
     from .ledger import Ledger
     from .reader import Reader
+    from .where import WhereReads
 
 _ESTIMATE_BLOCKS = 4
 #: Fixed-block packing waste is measured over every block up to this many documents, else over the first blocks.
@@ -647,6 +648,13 @@ class Run:
         return [
             self.draw(p // per_stream, step * per_stream + p % per_stream) for p in self.positions(rank, world_size)
         ]
+
+    def where(self, source: int, record: int, **options: Any) -> "WhereReads":
+        """Where this run read ``record`` of ``source``, per epoch (``first_epoch``, ``epochs``): see
+        :func:`loaders.where.where_read`."""
+        from .where import where_read
+
+        return where_read(self, source, record, **options)
 
     def global_batch(self, step: int) -> Iterator[Batch]:
         """Every rank's batch at ``step`` under the world size in force then."""

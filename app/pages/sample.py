@@ -17,6 +17,7 @@ from ..renderers.registry import FieldContext, View, render_field
 from .common import Link
 from .datasets import version_tokenizer
 from .row_sizes import check_row_groups
+from .where import OpenRun, RunReads, where_read_panel
 
 #: Kinds whose stored bytes the media endpoint serves.
 MEDIA_KINDS = ("binary", "image", "video", "audio")
@@ -69,6 +70,8 @@ class SamplePage:
     warnings: list[str]
     prev_url: str | None = None
     next_url: str | None = None
+    #: Every run that read this sample, per epoch (None when not asked for: a single field's fragment).
+    where: list[RunReads] | None = None
     title: str = html_only("")
     crumbs: list[Link] = html_only(default_factory=list)
     blocks: list[FieldBlock] = html_only(default_factory=list)
@@ -153,8 +156,12 @@ def sample_page(
     collapse_chars: int = 2000,
     token_threshold: int = 1024,
     budget: DecodeBudget | None = None,
+    open_run: OpenRun | None = None,
+    where_run: str | None = None,
+    where_epoch: int = 0,
 ) -> SamplePage:
-    """One sample by key: where it lives, every field, its flags, and links to its neighbours (413 over ``budget``)."""
+    """One sample by key: where it lives, every field, its flags, links to its neighbours (413 over ``budget``), and
+    (given ``open_run``) every run that read it, per epoch, from ``where_epoch`` on (only ``where_run`` when given)."""
     shard, row = version.find(key)
     check_row_groups(version, [(shard, version.row_group_of(shard, row)[0])], budget, f"sample {key!r}")
     record = version.read(shard, [row])[0]
@@ -174,6 +181,9 @@ def sample_page(
     )
     form = flag_form(flags, version, key)
     name = version.name
+    where = None
+    if open_run is not None and only is None:
+        where = where_read_panel(catalog, open_run, version, key, index, run=where_run, first_epoch=where_epoch)
     return SamplePage(
         dataset=name,
         version=version.id,
@@ -190,6 +200,7 @@ def sample_page(
         warnings=[warning] if warning else [],
         prev_url=_neighbour(version, index - 1) if only is None else None,
         next_url=_neighbour(version, index + 1) if only is None else None,
+        where=where,
         title=f"{key} · {version.ref}",
         crumbs=[
             Link("datasets", urls.home()),

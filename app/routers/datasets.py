@@ -86,9 +86,12 @@ def sample(
     catalog: CatalogDep,
     flags: FlagsDep,
     settings: SettingsDep,
+    runs: RunsDep,
     field: Annotated[str | None, Query(max_length=1000, description="Render only this field, in full.")] = None,
     q: Annotated[str | None, Query(max_length=1000, description="Text to highlight.")] = None,
     key_param: Annotated[str | None, Query(alias="key", description="The key, for keys that cannot be a path segment.")] = None,
+    where_run: Annotated[str | None, Query(max_length=128, description="List only this run's reads of the sample.")] = None,
+    where_epoch: Annotated[int, Query(ge=0, le=2**62, description="First epoch whose reads are listed.")] = 0,
 ) -> Response:
     if key == "" and key_param is not None:
         key = key_param
@@ -105,5 +108,9 @@ def sample(
         collapse_chars=settings.text_collapse_chars,
         token_threshold=settings.token_fragment_threshold,
         budget=decode_budget(request),
+        # An htmx request swaps in the fields only: the where-read panel is not asked for.
+        open_run=None if wants_fragment(request) else (lambda run: runs.run(catalog, run)),
+        where_run=where_run or None,
+        where_epoch=where_epoch,
     )
     return respond(request, data, template="sample.html", block="fields")

@@ -15,7 +15,7 @@ from loaders.errors import BatchscopeError
 from loaders.exclude import write_key_file
 
 from .. import urls
-from ..deps import CatalogDep, FlagsDep
+from ..deps import CatalogDep, FlagsDep, RunsDep
 from ..errors import ERROR_RESPONSES
 from ..flags import Flag, FlagFilter, FlagStore
 from ..jsonable import jsonable
@@ -91,11 +91,16 @@ def _position_of(catalog: Catalog, flag: FlagIn) -> int | None:
 def flags_list(
     request: Request,
     store: FlagsDep,
+    catalog: CatalogDep,
+    runs: RunsDep,
     dataset: Name = None,
     tag: Tag = None,
     before: Annotated[int | None, Query(ge=0, le=MAX_INT, description="Flag id cursor: flags older than this.")] = None,
 ) -> Response:
-    return respond(request, flags_page(store, dataset=dataset or None, tag=tag or None, before=before), template="flags.html", block="flags")
+    data = flags_page(
+        store, dataset=dataset or None, tag=tag or None, before=before, catalog=catalog, open_run=lambda run: runs.run(catalog, run)
+    )
+    return respond(request, data, template="flags.html", block="flags")
 
 
 @router.get("/flags.jsonl", summary="Flags as JSON lines", tags=["flags"])
@@ -119,8 +124,9 @@ def flags_keys(
 
 
 @page(router, "/flags/{flag_id}", summary="One flag")
-def flag(request: Request, flag_id: Annotated[int, Path(ge=0, le=MAX_INT)], store: FlagsDep) -> Response:
-    return respond(request, flag_page(store, flag_id), template="flag.html")
+def flag(request: Request, flag_id: Annotated[int, Path(ge=0, le=MAX_INT)], store: FlagsDep, catalog: CatalogDep, runs: RunsDep) -> Response:
+    data = flag_page(store, flag_id, catalog=catalog, open_run=lambda run: runs.run(catalog, run))
+    return respond(request, data, template="flag.html")
 
 
 @router.post("/flags", include_in_schema=False, response_class=HTMLResponse)

@@ -18,6 +18,7 @@ from loaders.realized_mixture import measured_steps
 from tests.app.dom import soup
 from tests.browser.conftest import serving
 from tests.support.mixture import NAMES, STEPS, build_mixture_catalog
+from tests.support.local_client import local_client
 
 
 @pytest.fixture(scope="module")
@@ -27,7 +28,7 @@ def catalog(tmp_path_factory: pytest.TempPathFactory) -> Catalog:
 
 @pytest.fixture
 def client(catalog: Catalog, tmp_path: Path) -> TestClient:
-    return TestClient(create_app(Settings(root=catalog.root, flags_path=str(tmp_path / "flags.sqlite"))), follow_redirects=False)
+    return local_client(create_app(Settings(root=catalog.root, flags_path=str(tmp_path / "flags.sqlite"))), follow_redirects=False)
 
 
 def _forward(catalog: Catalog, name: str) -> np.ndarray:

@@ -112,6 +112,14 @@ def server(inspector_catalog: Catalog, tmp_path_factory: pytest.TempPathFactory)
         yield url
 
 
+@pytest.fixture(scope="module")
+def runs_server(runs_catalog: Catalog, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A real server over the trained runs catalog, with flags in a database of this test module's own."""
+    logs = tmp_path_factory.mktemp("runs-server")
+    with serving(runs_catalog.root, logs, flags_path=str(logs / "flags.sqlite")) as url:
+        yield url
+
+
 @pytest.fixture(scope="session")
 def browser() -> Iterator[object]:
     if not Path(CHROMIUM).exists():

@@ -9,16 +9,9 @@ import pytest
 
 from app import urls
 from loaders import Catalog
-from tests.browser.conftest import open_tab, serving, until
+from tests.browser.conftest import open_tab, until
 
 pytestmark = pytest.mark.browser
-
-
-@pytest.fixture(scope="module")
-def runs_server(runs_catalog: Catalog, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    logs = tmp_path_factory.mktemp("runs-server")
-    with serving(runs_catalog.root, logs, flags_path=str(logs / "flags.sqlite")) as url:
-        yield url
 
 
 @pytest.fixture

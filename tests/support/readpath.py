@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import defaultdict
 from pathlib import Path
 from typing import Iterable
 
@@ -82,3 +83,25 @@ def text_run(root: Path, *, steps: int, global_batch_size: int, rows: int = 50, 
             for batch in reader:
                 reader.log(batch.step, loss=1.0)
     return run
+
+
+Reads = dict[tuple[int, int], set[tuple[int, int, int, int, int]]]
+
+
+def forward_reads(run: Run) -> Reads:
+    """Every (source, record) → {(epoch, step, rank, world size, sample)}, by reading every step (tests only).
+
+    The forward scan that ``loaders.where`` must agree with without doing it.
+    """
+    packed = run.plan.pack is not None
+    seen: Reads = defaultdict(set)
+    for step in range(run.total_steps):
+        world_size = run.world_size_at(step)
+        for rank in range(world_size):
+            for i, sample in enumerate(run.batch(step, rank, world_size=world_size).samples):
+                for doc in sample.documents:
+                    if packed and doc.span is None:
+                        continue  # an all-padding sequence names a document it does not hold
+                    record = run.version(doc.source).index_of(doc.address.shard, doc.address.row)
+                    seen[(doc.source, record)].add((doc.epoch, step, rank, world_size, i))
+    return seen

@@ -1,0 +1,298 @@
+"""Where was this read: a record's (step, rank, sample) in a run, per epoch, by inverting the read order.
+
+The order is a chain of invertible maps (see :mod:`loaders.lane_order`,
+:mod:`loaders.order`, :mod:`loaders.step_mixture`): record → slot of its
+epoch's chunk layout (the chunk permutation's inverse) → the stream whose
+part holds that position → the draw that lands there (the window
+permutation's inverse) → the step and position of that draw (the mixture's
+table, read backwards). Nothing scans the ledger or the steps: one epoch
+costs a few permutation inversions. Packed runs add one more step: a
+document's tokens fall in one or more sequences, found from the tokenized
+shuffle window (lossless packing) or the packed block (fixed blocks) that
+holds it, so one epoch may list several reads, or none (tokens dropped).
+
+>>> reads = where_read(run, source=0, record=41)               # doctest: +SKIP
+>>> [(r.epoch, r.step, r.rank, r.sample) for r in reads.reads]  # doctest: +SKIP
+[(0, 3, 1, 2), (1, 17, 0, 5)]
+"""
+
+from __future__ import annotations
+
+import bisect
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Callable
+
+import numpy as np
+
+from .errors import SampleNotFound
+from .lane_order import LaneOrder
+from .order import SourceOrder
+from .permutation import permutation
+
+if TYPE_CHECKING:
+    from .run import Run
+
+#: Epochs listed per call unless the caller asks for another number.
+EPOCHS_PER_CALL = 8
+
+
+@dataclass(frozen=True)
+class Read:
+    """One read of a record by a run: at ``step``, ``rank`` of ``world_size`` consumed it as its ``sample``-th sample."""
+
+    run: str
+    epoch: int
+    step: int
+    rank: int
+    world_size: int
+    sample: int
+    position: int
+    index: int
+
+
+@dataclass
+class WhereReads:
+    """The reads of one record by one run over epochs ``[first_epoch, next_epoch or epochs)``."""
+
+    run: str
+    source: int
+    record: int
+    epochs: int
+    first_epoch: int
+    next_epoch: int | None
+    reads: list[Read] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def steps(self) -> list[int]:
+        """Distinct steps of the listed reads, ascending."""
+        return sorted({r.step for r in self.reads})
+
+
+# -- inverting the order of one source ---------------------------------------------------------------
+def _layout_position(order: LaneOrder | SourceOrder, record: int, epoch: int) -> tuple[int, int]:
+    """``(layout, position)``: where ``record`` of ``epoch`` sits in its layout's sequence (before window shuffles)."""
+    layout, epoch_in_layout = divmod(epoch, order.repeats)
+    slot, offset = divmod(record, order.chunk)
+    if order.shuffle and slot < order.full_chunks:
+        slot = permutation(order.full_chunks, order.seed, "chunks", order.source, epoch).inverse(slot)
+    return layout, epoch_in_layout * order.rows + slot * order.chunk + offset
+
+
+def _lane_draw(order: LaneOrder, layout: int, position: int) -> tuple[int, int]:
+    """``(stream, n)``: read format 3's stream ``stream`` reads layout ``position`` as its ``n``-th draw of the source."""
+    for stream in range(order.streams):
+        lo, hi = order.part(stream)
+        if lo <= position < hi:
+            break
+    else:  # the parts partition every layout, so this means a bug, never bad input
+        raise AssertionError(f"layout position {position} is in no stream's part of source {order.source}")
+    unshuffled = position
+    if order.shuffle:
+        assert not order.aligned, "aligned (lossless packed) windows are inverted from their layout plan"
+        width = order.window * order.chunk
+        begin, end = _cell(lo, hi, width, stream * width // order.streams, position)
+        perm = permutation(end - begin, order.seed, "window", order.source, stream, layout, begin)
+        unshuffled = begin + perm.inverse(position - begin)
+    return stream, layout * (hi - lo) + unshuffled - lo
+
+
+def _cell(lo: int, hi: int, width: int, offset: int, x: int) -> tuple[int, int]:
+    """The cell holding ``x`` of ``[lo, hi)`` cut every ``width`` on a grid shifted left by ``offset`` (the first
+    cell shorter): :func:`loaders.lane_order._grid` in O(1)."""
+    first = lo + width - offset
+    if x < first:
+        return lo, min(first, hi)
+    begin = first + (x - first) // width * width
+    return begin, min(begin + width, hi)
+
+
+def _source_draw(order: SourceOrder, layout: int, position: int) -> tuple[int, int]:
+    """``(stream, n)`` for read formats 1 and 2 (equal parts, windows on the part's own grid)."""
+    stream = next(k for k in range(order.streams) if order.part(k)[0] <= position < order.part(k)[1])
+    lo, hi = order.part(stream)
+    j = position - lo
+    if order.shuffle:
+        start, size = order.window_of(stream, j, hi - lo)
+        j = start + permutation(size, order.seed, "window", order.source, stream, layout, start).inverse(j - start)
+    return stream, layout * (hi - lo) + j
+
+
+# -- inverting the mixture: the n-th draw of a source by a stream → the stream's counter -----------------
+class _Counters:
+    """The stream counter (``step · width + offset``) of a stream's ``n``-th draw of a source, for one run."""
+
+    def __init__(self, run: "Run") -> None:
+        self.run = run
+        self.width = run.global_batch_size // run.streams
+        self._tables: dict[tuple[int, int], np.ndarray] = {}
+
+    def counter(self, stream: int, source: int, n: int) -> int:
+        """The counter of ``stream``'s ``n``-th draw of ``source``: cycles of the mixture, then its place in one."""
+        if self.run.step_mixture is not None:
+            mix = self.run.step_mixture
+            rate = int(mix.rates[stream, source])
+            table = self._table(stream, source, lambda: mix.source_at[:, stream * self.width : (stream + 1) * self.width])
+            cycle, rest = divmod(n, rate)
+            t, offset = divmod(int(table[rest]), self.width)
+            return (cycle * mix.cycle + t) * self.width + offset
+        mixture = self.run.mixture
+        m = n + self.run._base[stream][source]
+        blocks, rest = divmod(m, mixture.counts[source])
+        table = self._table(-1, source, lambda: mixture.source_at)
+        return blocks * mixture.block + int(table[rest]) - self.run._phase[stream]
+
+    def _table(self, stream: int, source: int, lane: Callable[[], np.ndarray]) -> np.ndarray:
+        """Offsets of the source's draws in one cycle of the stream's lane (row-major order = draw order)."""
+        key = (stream, source)
+        if key not in self._tables:
+            self._tables[key] = np.flatnonzero(lane() == source)
+        return self._tables[key]
+
+    def drawn(self, stream: int, source: int, counters: int) -> int:
+        """How many of the stream's counters ``[0, counters)`` draw from ``source`` (an upper bound mid-step)."""
+        if self.run.step_mixture is not None:
+            steps = -(-counters // self.width)
+            return int(self.run.step_mixture.draws_before(stream, steps)[source])
+        phase = self.run._phase[stream]
+        return self.run.mixture.count_before(source, phase + counters) - self.run._base[stream][source]
+
+
+# -- the reads of one epoch, as stream counters of samples ------------------------------------------------
+def _order(run: "Run", source: int) -> LaneOrder | SourceOrder:
+    return run.lane_orders[source] if run.step_mixture is not None else run.orders[source]
+
+
+def _document(run: "Run", counters: _Counters, source: int, record: int, epoch: int) -> tuple[int, int]:
+    """``(stream, document counter)`` of ``record``'s read in ``epoch`` (unpacked and fixed-block runs)."""
+    order = _order(run, source)
+    layout, position = _layout_position(order, record, epoch)
+    if isinstance(order, LaneOrder):
+        stream, n = _lane_draw(order, layout, position)
+    else:
+        stream, n = _source_draw(order, layout, position)
+    return stream, counters.counter(stream, source, n)
+
+
+def _block_samples(run: "Run", stream: int, document: int) -> list[int]:
+    """Sample counters of the sequences of ``stream``'s fixed packing block that hold its ``document``-th document."""
+    pack = run.plan.pack
+    assert pack is not None and run.sequences_per_block is not None
+    block, within = divmod(document, pack.docs_per_block)
+    sequences, _ = run._packed_block(stream, block)
+    return [
+        block * run.sequences_per_block + q
+        for q, seq in enumerate(sequences)
+        if any(span.document == within for span in seq.spans)
+    ]
+
+
+def _lossless_samples(run: "Run", counters: _Counters, source: int, record: int, epoch: int) -> tuple[int, list[int]]:
+    """``(stream, sample counters)`` of the packed sequences holding ``record``'s tokens in ``epoch``."""
+    order = run.lane_orders[source]
+    layout, position = _layout_position(order, record, epoch)
+    slot = int(order.slot_of(np.asarray([position]))[0])
+    stream = next(k for k in range(order.streams) if order.rates[k] and order.slot_range(k)[0] <= slot < order.slot_range(k)[1])
+    concat = run.concat
+    packer = concat.packers[(stream, source)]
+    plan = packer.layout(layout)
+    w = int(np.searchsorted(plan.windows, slot, side="right")) - 1
+    start, end = int(plan.windows[w]), int(plan.windows[w + 1])
+    d = int(np.flatnonzero(order.shuffled(stream, layout, start, end) == position)[0])
+    tokens = concat.window_tokens(stream, source, layout, start, end)
+    first = int(plan.token_starts[w]) + int(tokens.starts[d])
+    length = int(tokens.starts[d + 1] - tokens.starts[d])
+    if length == 0:
+        return stream, []
+    base = packer.first_sequence(layout)
+    seq_len = packer.seq_len
+    return stream, [
+        counters.counter(stream, source, base + q) for q in range(first // seq_len, (first + length - 1) // seq_len + 1)
+    ]
+
+
+def _epoch_samples(run: "Run", counters: _Counters, source: int, record: int, epoch: int) -> tuple[int, list[int]]:
+    """``(stream, sample counters)``: the samples of ``stream`` that hold ``record`` in ``epoch``."""
+    if run.lossless_packing:
+        return _lossless_samples(run, counters, source, record, epoch)
+    stream, document = _document(run, counters, source, record, epoch)
+    if run.plan.pack is None:
+        return stream, [document]
+    return stream, _block_samples(run, stream, document)
+
+
+# -- how many epochs a run reaches --------------------------------------------------------------------------
+def epochs_reached(run: "Run", source: int) -> int:
+    """Epochs of ``source`` the run's steps reach at least in part (an upper bound: reads past the end are dropped)."""
+    counters = _Counters(run)
+    width, total = counters.width, run.total_steps
+    order = _order(run, source)
+    layouts = 0
+    for stream in range(run.streams):
+        if run.lossless_packing:
+            key = (stream, source)
+            if key not in run.concat.packers:
+                continue
+            sequences = int(run.step_mixture.draws_before(stream, total)[source])  # type: ignore[union-attr]
+            if sequences:
+                layouts = max(layouts, run.concat.packers[key].locate(sequences - 1)[0] + 1)
+            continue
+        documents = total * width
+        if run.plan.pack is not None:
+            assert run.sequences_per_block is not None
+            documents = -(-documents // run.sequences_per_block) * run.plan.pack.docs_per_block
+        drawn = counters.drawn(stream, source, documents)
+        lo, hi = order.part(stream)
+        if drawn > 0 and hi > lo:
+            layouts = max(layouts, -(-drawn // (hi - lo)))
+    return layouts * order.repeats
+
+
+# -- the public function -----------------------------------------------------------------------------------------
+def where_read(run: "Run", source: int, record: int, *, first_epoch: int = 0, epochs: int | None = EPOCHS_PER_CALL) -> WhereReads:
+    """Every read of ``record`` of ``source`` by ``run`` in epochs ``[first_epoch, first_epoch + epochs)``.
+
+    Reads at or past ``run.total_steps`` are left out; ``next_epoch`` names
+    the first epoch not covered when the run reaches further (else ``None``).
+    ``epochs=None`` covers every epoch the run reaches.
+
+    >>> where_read(run, 0, 41, epochs=2).steps      # doctest: +SKIP
+    [3, 17]
+    """
+    if not 0 <= source < len(run.sources):
+        raise SampleNotFound(f"run {run.name} has no source {source} (sources 0 to {len(run.sources) - 1})")
+    rows = run.sources[source].rows
+    if not 0 <= record < rows:
+        raise SampleNotFound(f"record {record} is outside source {run.sources[source].ref} of run {run.name} ({rows} records)")
+    reached = epochs_reached(run, source)
+    stop = reached if epochs is None else min(reached, first_epoch + max(epochs, 0))
+    result = WhereReads(run.name, source, record, reached, first_epoch, stop if stop < reached else None)
+    counters = _Counters(run)
+    width, batch = counters.width, run.global_batch_size
+    history = run.world_size_history()
+    starts = [span.start_step for span in history]
+    dropped = 0
+    for epoch in range(first_epoch, stop):
+        stream, samples = _epoch_samples(run, counters, source, record, epoch)
+        if not samples and run.plan.pack is not None:
+            dropped += 1
+        for counter in samples:
+            step, offset = divmod(counter, width)
+            if step >= run.total_steps:
+                continue
+            position = stream * width + offset
+            world_size = history[bisect.bisect_right(starts, step) - 1].world_size
+            rank, sample = divmod(position, batch // world_size)
+            result.reads.append(Read(run.name, epoch, step, rank, world_size, sample, position, step * batch + position))
+    if dropped:
+        result.notes.append(
+            f"{dropped} epoch(s) packed none of this document's tokens into a sequence (an empty document, "
+            "or tokens past a fixed packing block's last sequence)"
+        )
+    result.reads.sort(key=lambda r: (r.epoch, r.step, r.position))
+    return result
+
+
+def source_indices(run: "Run", dataset: str, version: str) -> list[int]:
+    """Indices of ``run``'s sources that pin ``dataset`` at version id ``version``."""
+    return [i for i, s in enumerate(run.sources) if s.dataset == dataset and s.version == version]
