@@ -84,7 +84,8 @@ def test_spike_to_worst_sample_to_flag_and_back(browser, story_server: str, stor
         form.get_by_role("button", name="flag").click()
         article.locator("form.flag-form [role=status]").wait_for()
         tab.goto(urls.flags(tag="spike"))
-        seen_in = tab.locator("tr.flag-row", has_text="worst sample of the spike").get_by_role("link", name=re.compile("spiky step"))
+        row = tab.locator("tr.flag-row", has_text="worst sample of the spike")
+        seen_in = row.locator("a:not(.flag-read)").filter(has_text=re.compile("spiky step"))  # the flag's own step, not where-read
         context_url = seen_in.get_attribute("href")
         assert tab.errors == []
     # A fresh browser context (no history, no state) opens the same sample at the same step.
