@@ -83,6 +83,20 @@ class WindowTokens:
     def tokens(self) -> int:
         return int(self.starts[-1])
 
+    @classmethod
+    def join(cls, parts: list["WindowTokens"]) -> "WindowTokens":
+        """Consecutive pieces of one window as one."""
+        if len(parts) == 1:
+            return parts[0]
+        offsets = np.cumsum([0] + [p.tokens for p in parts[:-1]])
+        starts = np.concatenate([[0]] + [p.starts[1:] + o for p, o in zip(parts, offsets)])
+        return cls(
+            [x for p in parts for x in p.payloads],
+            np.concatenate([p.ids for p in parts]),
+            np.concatenate([p.mask for p in parts]),
+            starts.astype(np.int64),
+        )
+
 
 @dataclass
 class LanePacker:
@@ -146,9 +160,10 @@ class LanePacker:
         return totals[full] + (n - first[full]) * self.seq_len
 
     def sequence(
-        self, sequence: int, window_tokens: Callable[[int, int, int], WindowTokens], *, pad_id: int, positions: str
+        self, sequence: int, window_tokens: Callable[[int, int, int, int], WindowTokens], *, pad_id: int, positions: str
     ) -> tuple[PackedSequence, list[Any]]:
-        """Sequence ``sequence``; ``window_tokens(layout, start_slot, end_slot)`` reads a window's documents.
+        """Sequence ``sequence``; ``window_tokens(layout, start_slot, end_slot, tokens)`` reads a window's documents in
+        reading order, at least as far as its first ``tokens`` tokens.
 
         Returns the sequence (spans index the returned payload list) and the
         payloads of the documents in it, in order.
@@ -161,9 +176,9 @@ class LanePacker:
         ids: list[np.ndarray] = []
         masks: list[np.ndarray] = []
         for w in plan.windows_of(q):
-            window = window_tokens(layout, int(plan.windows[w]), int(plan.windows[w + 1]))
             base = int(plan.token_starts[w])
-            lo, hi = max(begin - base, 0), min(end - base, window.tokens)  # this sequence's tokens of the window
+            lo, hi = max(begin - base, 0), min(end, int(plan.token_starts[w + 1])) - base  # this sequence's tokens of it
+            window = window_tokens(layout, int(plan.windows[w]), int(plan.windows[w + 1]), hi)
             first = int(np.searchsorted(window.starts, lo, side="right")) - 1
             last = int(np.searchsorted(window.starts, hi - 1, side="right")) - 1
             for d in range(first, last + 1):
