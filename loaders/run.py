@@ -645,9 +645,16 @@ class Run:
         self.check_step(step)
         self.check_world_size(world_size)
         per_stream = self.global_batch_size // self.streams
-        return [
-            self.draw(p // per_stream, step * per_stream + p % per_stream) for p in self.positions(rank, world_size)
-        ]
+        positions = self.positions(rank, world_size)
+        if self.step_mixture is None:
+            return [self.draw(p // per_stream, step * per_stream + p % per_stream) for p in positions]
+        out: list[tuple[int, int, int]] = []
+        for stream in self._streams_of(positions):  # one vectorized draw per stream, not one per position
+            first = max(positions.start, stream * per_stream) - stream * per_stream
+            last = min(positions.stop, (stream + 1) * per_stream) - stream * per_stream
+            sources, records, epochs = self._compute_draws(stream, range(step * per_stream + first, step * per_stream + last))
+            out.extend(zip(sources.tolist(), records.tolist(), epochs.tolist()))
+        return out
 
     def where(self, source: int, record: int, **options: Any) -> "WhereReads":
         """Where this run read ``record`` of ``source``, per epoch (``first_epoch``, ``epochs``): see

@@ -146,6 +146,11 @@ def test_runs_mix_every_step_at_every_world_size(catalog, weights, batch, data):
         whole = run.batch(step, 0, world_size=1)
         for s, count in enumerate(_source_counts(whole, names)):
             assert math.floor(shares[s]) <= count <= math.ceil(shares[s])
-        for world_size in world_sizes[1:]:
-            joined = [k for r in range(world_size) for k in run.batch(step, r, world_size=world_size).keys]
+        for world_size in world_sizes:
+            joined = []
+            for rank in range(world_size):
+                batch = run.batch(step, rank, world_size=world_size)
+                joined += batch.keys
+                arithmetic = [(s, *run.version(s).locate(r), e) for s, r, e in run.addresses(step, rank, world_size=world_size)]
+                assert arithmetic == [(d.source, d.address.shard, d.address.row, d.epoch) for x in batch.samples for d in x.documents]
             assert joined == whole.keys
