@@ -18,6 +18,8 @@ equal rates), which keeps epochs exact for unpacked plans.
 
 from __future__ import annotations
 
+import bisect
+import functools
 from dataclasses import dataclass, field
 from typing import Sequence
 
@@ -150,6 +152,23 @@ class LaneOrder:
         return order
 
     # -- draws ---------------------------------------------------------------------------------
+    def record(self, stream: int, draw: int) -> tuple[int, int]:
+        """:meth:`records` for one draw, in plain integers (cheaper than numpy for a handful of draws)."""
+        lo, hi = self.part(stream)
+        layout, j = divmod(draw, hi - lo)
+        position = lo + j
+        if self.shuffle:
+            starts = _window_starts(self, stream)
+            w = bisect.bisect_right(starts, position) - 1
+            begin, end = starts[w], starts[w + 1]
+            position = begin + permutation(end - begin, self.seed, "window", self.source, stream, layout, begin)(position - begin)
+        epoch_in_layout, within = divmod(position, self.rows)
+        slot, offset = divmod(within, self.chunk)
+        epoch = layout * self.repeats + epoch_in_layout
+        if self.shuffle and slot < self.full_chunks:
+            slot = permutation(self.full_chunks, self.seed, "chunks", self.source, epoch)(slot)
+        return slot * self.chunk + offset, epoch
+
     def records(self, stream: int, draws: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """``(record indices, epochs)`` of ``stream``'s ``draws``-th records from this source."""
         draws = np.asarray(draws, dtype=np.int64)
@@ -170,6 +189,11 @@ class LaneOrder:
             mask = layout == lay
             records[mask], epochs[mask] = self.layout_records(lay, position[mask])
         return records, epochs
+
+
+@functools.lru_cache(maxsize=4096)
+def _window_starts(order: LaneOrder, stream: int) -> tuple[int, ...]:
+    return tuple(order.windows(stream).tolist())
 
 
 def _grid(lo: int, hi: int, width: int, offset: int) -> np.ndarray:

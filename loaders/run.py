@@ -38,6 +38,8 @@ if TYPE_CHECKING:
     from .where import WhereReads
 
 _ESTIMATE_BLOCKS = 4
+#: Draws of one stream computed with plain integers rather than numpy arrays (lookups of a few positions).
+SMALL_DRAWS = 32
 #: Fixed-block packing waste is measured over every block up to this many documents, else over the first blocks.
 WASTE_EXACT_DOCUMENTS = 20_000
 
@@ -242,6 +244,9 @@ class Run:
         if self.step_mixture is not None:
             sources, n = self.step_mixture.draws(stream, counter)
             orders: list[Any] = self.lane_orders
+            if len(counter) <= SMALL_DRAWS:  # a rank's few positions (lookups): plain integers beat numpy's overhead
+                drawn = [self.lane_orders[s].record(stream, d) for s, d in zip(sources.tolist(), n.tolist())]
+                return sources, np.asarray([r for r, _ in drawn], dtype=np.int64), np.asarray([e for _, e in drawn], dtype=np.int64)
         else:
             sources, n = self.mixture.draw_many(counter + self._phase[stream])
             n = n - np.asarray(self._base[stream], dtype=np.int64)[sources]

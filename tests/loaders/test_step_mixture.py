@@ -154,3 +154,20 @@ def test_runs_mix_every_step_at_every_world_size(catalog, weights, batch, data):
                 arithmetic = [(s, *run.version(s).locate(r), e) for s, r, e in run.addresses(step, rank, world_size=world_size)]
                 assert arithmetic == [(d.source, d.address.shard, d.address.row, d.epoch) for x in batch.samples for d in x.documents]
             assert joined == whole.keys
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    rows=st.integers(1, 400), chunk=st.integers(1, 50), rates=st.lists(st.integers(0, 5), min_size=1, max_size=6),
+    window=st.integers(1, 3), aligned=st.booleans(), shuffle=st.booleans(), draws=st.lists(st.integers(0, 5000), max_size=20),
+)
+def test_one_draw_in_plain_integers_is_the_vectorized_draw(rows, chunk, rates, window, aligned, shuffle, draws):
+    from loaders.lane_order import LaneOrder
+
+    if not any(rates):
+        return
+    order = LaneOrder(rows, chunk, tuple(rates), window, 7, 1, shuffle, aligned)
+    for stream, rate in enumerate(rates):
+        if rate and draws:
+            records, epochs = order.records(stream, np.asarray(draws))
+            assert [order.record(stream, d) for d in draws] == list(zip(records.tolist(), epochs.tolist()))
