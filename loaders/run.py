@@ -346,12 +346,17 @@ class Run:
         ]
         for transform in self._doc_transforms(source):
             transform.apply_many(list(zip(inputs, contexts)))
-        if inputs and "input_ids" not in inputs[0]:
+        if inputs:
+            self._require_tokens(inputs[0], self.sources[source].ref)
+        return inputs
+
+    def _require_tokens(self, inputs: dict[str, Any], source: str) -> None:
+        """Packing needs token ids: refuse, naming the source, documents its transforms did not tokenize."""
+        if "input_ids" not in inputs:
             raise InvalidPlan(
-                f"run {self.name}: documents of source {self.sources[source].ref} have no input_ids before pack; "
+                f"run {self.name}: documents of source {source} have no input_ids before pack; "
                 "add tokenize, chat_template or use_tokens to that source"
             )
-        return inputs
 
     def token_counts(self, source: int) -> np.ndarray:
         """Tokens per chunk of ``source`` (read format 3 packing): stored with the run, verified, rebuilt if stale."""
@@ -402,11 +407,7 @@ class Run:
                 doc.source, doc.address.shard, doc.address.row, doc.record, self._doc_transforms(doc.source),
                 (1, stream, doc.draw), f"run {self.name} stream {stream} document {doc.draw}",
             )
-            if "input_ids" not in inputs:
-                raise InvalidPlan(
-                    f"run {self.name}: documents of source {doc.source_name} have no input_ids before pack; "
-                    "add tokenize, chat_template or use_tokens to that source"
-                )
+            self._require_tokens(inputs, doc.source_name)
             tokenized.append((inputs["input_ids"], inputs.get("loss_mask") or [1] * len(inputs["input_ids"])))
         positions = pack.position_ids if self.read_format >= 3 else "offset"
         sequences, dropped = pack_block(
