@@ -12,13 +12,24 @@ from ..errors import DecodeError, InvalidPlan
 from .base import Context, Transform, require
 
 
-def media_source(value: Any, ctx: Context) -> bytes | str:
-    """Inline bytes, or a stored path resolved inside the shard's directory (never outside it)."""
+def media_source(value: Any, ctx: Context) -> bytes:
+    """A media cell's bytes: inline, or read from its stored path inside the shard's directory (never outside it).
+
+    A file stored by path is checked against the checksums its version recorded at registration, exactly as the
+    inspector checks it (:func:`loaders.media_files.read_media`): a changed, vanished or unrecorded file is
+    ``MediaChanged``, never decoded into a training batch.
+    """
     from ..media.video import video_source
+    from ..media_files import read_media
 
     if ctx.shard_uri is None:
         raise DecodeError(f"{ctx.where}: media transforms need the record's shard")
-    return video_source(value, shard_uri=ctx.shard_uri, where=ctx.where)
+    source = video_source(value, shard_uri=ctx.shard_uri, where=ctx.where)
+    if isinstance(source, bytes):
+        return source
+    if ctx.version is None:
+        return storage.read_bytes(source)  # applied outside a run: no registered version to check against
+    return read_media(ctx.version, source, where=ctx.where)
 
 
 @dataclass(frozen=True)
@@ -104,8 +115,7 @@ class RandomResizedCrop(Transform):
     def apply(self, inputs: dict[str, Any], ctx: Context) -> None:
         from ..media.crop import decode_crop
 
-        source = media_source(require(inputs, self.field, self.type, ctx.where), ctx)
-        data = source if isinstance(source, bytes) else storage.read_bytes(source)
+        data = media_source(require(inputs, self.field, self.type, ctx.where), ctx)
         crop = decode_crop(
             data,
             ctx.rng,

@@ -387,3 +387,31 @@ def test_register_removes_temporary_files_a_killed_writer_left(catalog: Catalog,
     catalog.register("t", [path], key="id", tag="again")
     assert [p for p in torn if p.exists()] == []
     assert catalog.resolve("t@again").id == version.id
+
+
+def test_training_transforms_read_media_stored_by_path_only_as_registered(catalog: Catalog, tmp_path: Path) -> None:
+    """The read path checks a by-path image or video against its registration exactly as the inspector does."""
+    from loaders import ReadPlan, Source
+    from loaders.transforms import RandomResizedCrop, SampleFrames
+
+    clips = tmp_path / "clips"
+    (clips / "media").mkdir(parents=True)
+    (clips / "media" / "a.mp4").write_bytes(media.tiny_clip())
+    (clips / "media" / "a.png").write_bytes(media.small_png(side=16))
+    image_kind = pa.struct([("bytes", pa.binary()), ("path", pa.string())])
+    table = pa.table({"id": ["a"], "video": ["media/a.mp4"], "image": pa.array([{"bytes": None, "path": "media/a.png"}], image_kind)})
+    catalog.register("clips", [_write(clips / "part-0.parquet", table)], key="id", kinds={"video": "video", "image": "image"})
+    transforms = [SampleFrames("video", k=2), RandomResizedCrop("image", size=(8, 8))]
+    run = catalog.create_run("clips-run", ReadPlan([Source("clips@latest", transforms=transforms)], seed=0, global_batch_size=1, steps=1))
+    inputs = run.batch(0).samples[0].inputs
+    assert inputs["frames"].shape[0] == 2 and inputs["image"].shape == (8, 8, 3)
+
+    _fresh_process_state()
+    (clips / "media" / "a.mp4").write_bytes(media.tiny_clip()[:-64])  # rewritten after registration
+    with pytest.raises(MediaChanged, match=r"media/a\.mp4 changed after registration"):
+        catalog.run("clips-run").batch(0)
+    (clips / "media" / "a.mp4").write_bytes(media.tiny_clip())
+    (clips / "media" / "a.png").write_bytes(media.small_png(side=18))
+    _fresh_process_state()
+    with pytest.raises(MediaChanged, match=r"media/a\.png changed after registration"):
+        catalog.run("clips-run").batch(0)
