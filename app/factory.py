@@ -69,6 +69,9 @@ def warm(app: FastAPI) -> None:
 
 @asynccontextmanager
 async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
+    # Sync routes run in anyio's worker threads. Many CPU-bound requests sharing one interpreter each take as long as
+    # all of them together; a few at a time finish in turn, so a long page no longer drags every other one to its length.
+    anyio.to_thread.current_default_thread_limiter().total_tokens = app.state.settings.request_threads
     try:
         await anyio.to_thread.run_sync(warm, app)
     except Exception as exc:  # noqa: BLE001 - warming only saves time; the requests report what is broken

@@ -72,6 +72,12 @@ class Settings:
         "Memory one request may decode into (an image's pixels, a page of rows); beyond it the request is refused with 413.",
     )
     decode_concurrency: int = _setting(2, "Decodes of large media (over 1/8 of request_memory_bytes) run at once per process; others wait.")
+    request_threads: int = _setting(
+        2,
+        "Requests one server process works on at once; the rest wait their turn. Pages are CPU-bound Python: a few at a "
+        "time finish in turn, where many sharing the interpreter each take as long as all of them. Raise it for a catalog "
+        "on remote storage, where requests mostly wait for the network.",
+    )
     form_secret: str = _setting(
         "", "Secret behind the anti-forgery token of forms; empty means a random one each time the server starts (shared by its workers)."
     )
@@ -84,6 +90,7 @@ class Settings:
             "header_timeout": 0 < self.header_timeout <= 3600,
             "request_memory_bytes": self.request_memory_bytes >= 1 << 20,
             "decode_concurrency": 1 <= self.decode_concurrency <= 64,
+            "request_threads": 1 <= self.request_threads <= 256,
             "search_seconds": self.search_seconds >= 0,
             "text_collapse_chars": self.text_collapse_chars >= 1,
             "token_fragment_threshold": self.token_fragment_threshold >= 1,
@@ -152,6 +159,7 @@ _RANGES = {
     "header_timeout": "> 0 and <= 3600",
     "request_memory_bytes": ">= 1048576",
     "decode_concurrency": "1-64",
+    "request_threads": "1-256",
 }
 
 

@@ -93,8 +93,10 @@ def run(workdir: Path, *, quick: bool, mix: dict[str, float] | None = None, clie
     root = Path(workdir) / "load-demo"
     ensure_demo(str(root), log=lambda line: None)
     workers = int(os.environ.get("BENCH_LOAD_WORKERS", "0"))
+    threads = int(os.environ.get("BENCH_LOAD_THREADS", "0"))
     processes = Settings(workers=workers).processes
-    with inspector(root, Path(workdir) / "load-logs", workers=workers) as base_url:
+    request_threads = threads or Settings().request_threads
+    with inspector(root, Path(workdir) / "load-logs", workers=workers, threads=threads) as base_url:
         with httpx.Client(base_url=base_url, timeout=120) as client:
             cases = [_case(base_url, client, root, uniform=u, mix=mix or DEFAULT_MIX, clients=clients, seconds=seconds) for u in (False, True)]
     hot, uniform = cases
@@ -122,7 +124,7 @@ def run(workdir: Path, *, quick: bool, mix: dict[str, float] | None = None, clie
         NAME,
         quick=quick,
         baseline={"system": "the same URL set and mix with 1 client", "clients": 1, "seconds": seconds, **{c["case"]: c["one_client"] for c in cases}},
-        results=[{"case": c["case"], "clients": clients, "seconds": seconds, "server_workers": processes, "urls": c["urls"], **c["loaded"]} for c in cases],
+        results=[{"case": c["case"], "clients": clients, "seconds": seconds, "server_workers": processes, "request_threads": request_threads, "urls": c["urls"], **c["loaded"]} for c in cases],
         ratios=ratios,
         goals=goals,
         notes=[
@@ -131,7 +133,8 @@ def run(workdir: Path, *, quick: bool, mix: dict[str, float] | None = None, clie
             "hot: a few dozen URLs per kind (kept pages and made media are served again); uniform: every step, rank, key, "
             "listing page, thumbnail and video frame of the demo, drawn uniformly, so nearly every request is a cold page",
             f"demo workspace served by `batchscope serve` with {processes} worker processes (BENCH_LOAD_WORKERS, default 0: "
-            f"the server's default, one per core) on 127.0.0.1; {clients} client threads (httpx) on the same machine",
+            f"the server's default, one per core) of {request_threads} request threads each (BENCH_LOAD_THREADS, default 0: "
+            f"the server's default) on 127.0.0.1; {clients} client threads (httpx) on the same machine",
             "each URL kind was requested once before timing; latencies are per request, client side",
         ],
     )

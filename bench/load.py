@@ -244,14 +244,17 @@ def free_port() -> int:
 
 
 @contextlib.contextmanager
-def inspector(root: str | Path, logs: Path, *, timeout: float = 120.0, workers: int = 1) -> Iterator[str]:
-    """``batchscope serve`` (``workers`` processes) over ``root`` on 127.0.0.1 until the block ends; yields its base URL."""
+def inspector(root: str | Path, logs: Path, *, timeout: float = 120.0, workers: int = 1, threads: int = 0) -> Iterator[str]:
+    """``batchscope serve`` (``workers`` processes, ``threads`` request threads each; 0: the server's default) over
+    ``root`` on 127.0.0.1 until the block ends; yields its base URL."""
     script = shutil.which("batchscope", path=str(Path(sys.executable).parent)) or "batchscope"
     port = free_port()
     logs.mkdir(parents=True, exist_ok=True)
     env = {k: v for k, v in os.environ.items() if not k.startswith("BATCHSCOPE_")}
     env["BATCHSCOPE_FLAGS_PATH"] = str(logs / "flags.sqlite")
     env["BATCHSCOPE_WORKERS"] = str(workers)
+    if threads:
+        env["BATCHSCOPE_REQUEST_THREADS"] = str(threads)
     with open(logs / "serve.log", "wb") as log:
         process = subprocess.Popen([script, "serve", "--root", str(root), "--host", "127.0.0.1", "--port", str(port)], stdout=log, stderr=log, env=env)
     try:

@@ -11,6 +11,7 @@ import hashlib
 import json
 import os
 import re
+import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable, Iterator, Mapping, Sequence
 
@@ -153,7 +154,8 @@ class Catalog:
         return dict(self._refs(name)["tags"])
 
     def _require(self, name: str) -> None:
-        if name not in self.datasets():
+        listed = name in storage.list_names(self.path("datasets"))  # a directory entry, so never a path
+        if not (listed and storage.list_names(storage.join(self.path("datasets"), name, "versions"))):
             known = ", ".join(self.datasets()) or "none"
             raise DatasetNotFound(f"no dataset named {name!r} in catalog {self.root} (datasets: {known})")
 
@@ -383,8 +385,17 @@ class Catalog:
             raise CatalogCorrupt(f"{path}: tokenizer is not UTF-8 text ({exc})") from exc
 
     def tokenizer(self, ref: str) -> "Tokenizer":
-        """Load a stored tokenizer (cached per content id)."""
-        return _load_tokenizer(self.tokenizer_json(ref))
+        """Load a stored tokenizer (cached per content id: a content id is checked and parsed once per process)."""
+        if is_version_id(ref):
+            with _TOKENIZERS_LOCK:
+                found = _TOKENIZERS_BY_ID.get((self.root, ref))
+            if found is not None:
+                return found
+        found = _load_tokenizer(self.tokenizer_json(ref))
+        if is_version_id(ref):
+            with _TOKENIZERS_LOCK:
+                _TOKENIZERS_BY_ID[(self.root, ref)] = found
+        return found
 
     # -- runs --------------------------------------------------------------
     def create_run(self, name: str, plan: "ReadPlan", *, exist_ok: bool = False) -> "Run":
@@ -405,6 +416,9 @@ class Catalog:
 
 
 _TOKENIZERS: dict[str, "Tokenizer"] = {}
+#: Tokenizers loaded by content id, per catalog root: the id pins the bytes, which were checked when first loaded.
+_TOKENIZERS_BY_ID: dict[tuple[str, str], "Tokenizer"] = {}
+_TOKENIZERS_LOCK = threading.Lock()
 
 
 def _load_tokenizer(tokenizer_json: str) -> "Tokenizer":

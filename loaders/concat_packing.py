@@ -142,7 +142,7 @@ class _Window:
                 documents, inputs = self.run.read_documents(
                     self.source, self.records[piece], self.epochs[piece], self.positions[piece]
                 )
-                masks = [i["loss_mask"] if i.get("loss_mask") is not None else [1] * len(i["input_ids"]) for i in inputs]
+                masks = [i.get("loss_mask") for i in inputs]
                 part = WindowTokens.of(documents, [i["input_ids"] for i in inputs], masks)
                 self._parts.append(part)
                 self._done += len(documents)

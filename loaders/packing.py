@@ -16,6 +16,7 @@ by binary search. Only the documents of those windows are read and tokenized.
 
 from __future__ import annotations
 
+import itertools
 import threading
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
@@ -71,13 +72,21 @@ class WindowTokens:
     starts: np.ndarray
 
     @classmethod
-    def of(cls, payloads: list[Any], ids: list[Sequence[int]], masks: list[Sequence[int]]) -> "WindowTokens":
+    def of(cls, payloads: list[Any], ids: list[Sequence[int]], masks: list[Sequence[int] | None]) -> "WindowTokens":
+        """Documents' payloads, token ids and loss masks (a ``None`` mask is all ones) flattened into one window."""
         lengths = np.fromiter((len(x) for x in ids), dtype=np.int64, count=len(ids))
-        flat_ids = np.concatenate([np.asarray(x, dtype=np.int64) for x in ids]) if ids else np.empty(0, np.int64)
-        if len(flat_ids) and 0 <= flat_ids.min() and flat_ids.max() < 2**31:
+        total = int(lengths.sum())
+        # One pass over Python ints (not an array per document): most windows hold hundreds of short documents.
+        flat_ids = np.fromiter(itertools.chain.from_iterable(ids), dtype=np.int64, count=total)
+        if total and 0 <= flat_ids.min() and flat_ids.max() < 2**31:
             flat_ids = flat_ids.astype(np.int32)  # half the memory for every real vocabulary
-        flat_mask = np.concatenate([np.asarray(x, dtype=np.int8) for x in masks]) if masks else np.empty(0, np.int8)
-        return cls(payloads, flat_ids, flat_mask, np.concatenate([[0], np.cumsum(lengths)]))
+        for d, (mask, length) in enumerate(zip(masks, lengths.tolist())):
+            if mask is not None and len(mask) != length:
+                raise CorruptData(f"document {d} of a window has {len(mask)} loss-mask entries for {length} tokens")
+        every_mask = (itertools.repeat(1, n) if m is None else m for m, n in zip(masks, lengths.tolist()))
+        flat_mask = np.fromiter(itertools.chain.from_iterable(every_mask), dtype=np.int8, count=total)
+        starts = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+        return cls(payloads, flat_ids, flat_mask, starts)
 
     @property
     def tokens(self) -> int:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import threading
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, ClassVar
 
@@ -18,10 +17,6 @@ if TYPE_CHECKING:
     from ..version import DatasetVersion
 
 _REGISTRY: dict[str, type["Transform"]] = {}
-#: Tokenizers a run resolved to a content id, by (catalog root, id): stored blobs never change, so each is loaded once
-#: per process instead of once per sample (reading the names file and the blob and hashing it every time).
-_RESOLVED_TOKENIZERS: dict[tuple[str, str], "Tokenizer"] = {}
-_RESOLVED_LOCK = threading.Lock()
 
 
 @dataclass
@@ -55,16 +50,7 @@ class Context:
             if self.version is None or self.version.tokenizer is None:
                 raise InvalidPlan(f"{self.where}: no tokenizer named and the dataset declares none")
             name = self.version.tokenizer
-        if name not in self.tokenizers:
-            return self.catalog.tokenizer(name)
-        key = (self.catalog.root, self.tokenizers[name])
-        with _RESOLVED_LOCK:
-            found = _RESOLVED_TOKENIZERS.get(key)
-        if found is None:
-            found = self.catalog.tokenizer(key[1])
-            with _RESOLVED_LOCK:
-                _RESOLVED_TOKENIZERS[key] = found
-        return found
+        return self.catalog.tokenizer(self.tokenizers.get(name, name))
 
 
 class Transform:

@@ -33,3 +33,21 @@ def test_two_worker_processes_serve_the_same_catalog(inspector_catalog: Catalog,
     finally:
         process.terminate()
         process.wait(timeout=20)
+
+
+def test_request_threads_bounds_the_requests_a_process_works_on_at_once(inspector_catalog: Catalog, tmp_path: Path) -> None:
+    """Sync routes run in anyio's worker threads; the setting is that pool's size in the serving event loop."""
+    import anyio.to_thread
+
+    from app.factory import create_app
+    from app.settings import Settings
+    from tests.support.local_client import local_client
+
+    def pool_size() -> int:
+        return int(anyio.to_thread.current_default_thread_limiter().total_tokens)
+
+    for threads in (1, 3):
+        app = create_app(Settings(root=inspector_catalog.root, flags_path=str(tmp_path / "f.sqlite"), request_threads=threads))
+        with local_client(app) as client:
+            assert client.get("/datasets/docs").status_code == 200
+            assert client.portal.call(pool_size) == threads

@@ -151,3 +151,13 @@ def test_a_document_transform_that_is_not_deterministic_is_caught(catalog):
     with pytest.raises(CorruptData, match="tokenizes to .* tokens, its token counts say"):
         for step in range(4):
             run.batch(step, 0)
+
+
+def test_window_tokens_flatten_documents_and_refuse_a_mask_of_another_length() -> None:
+    from loaders.packing import WindowTokens
+
+    window = WindowTokens.of(["a", "b", "c"], [[5, 6], [], [7]], [[0, 1], None, None])
+    assert window.ids.tolist() == [5, 6, 7] and window.mask.tolist() == [0, 1, 1] and window.starts.tolist() == [0, 2, 2, 3]
+    assert WindowTokens.of([], [], []).tokens == 0
+    with pytest.raises(CorruptData, match="document 1 of a window has 1 loss-mask entries for 2 tokens"):
+        WindowTokens.of(["a", "b"], [[1], [2, 3]], [[1], [1]])
