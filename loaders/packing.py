@@ -16,6 +16,7 @@ by binary search. Only the documents of those windows are read and tokenized.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import threading
 from dataclasses import dataclass, field
@@ -70,6 +71,8 @@ class WindowTokens:
     ids: np.ndarray
     mask: np.ndarray
     starts: np.ndarray
+    #: Tokens of the window before these documents (a slice of a window starts past its first documents).
+    base: int = 0
 
     @classmethod
     def of(cls, payloads: list[Any], ids: list[Sequence[int]], masks: list[Sequence[int] | None]) -> "WindowTokens":
@@ -87,6 +90,10 @@ class WindowTokens:
         flat_mask = np.fromiter(itertools.chain.from_iterable(every_mask), dtype=np.int8, count=total)
         starts = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
         return cls(payloads, flat_ids, flat_mask, starts)
+
+    def at(self, base: int) -> "WindowTokens":
+        """These documents, placed ``base`` tokens into their window."""
+        return dataclasses.replace(self, base=base)
 
     @property
     def tokens(self) -> int:
@@ -169,10 +176,10 @@ class LanePacker:
         return totals[full] + (n - first[full]) * self.seq_len
 
     def sequence(
-        self, sequence: int, window_tokens: Callable[[int, int, int, int], WindowTokens], *, pad_id: int, positions: str
+        self, sequence: int, window_tokens: Callable[[int, int, int, int, int], WindowTokens], *, pad_id: int, positions: str
     ) -> tuple[PackedSequence, list[Any]]:
-        """Sequence ``sequence``; ``window_tokens(layout, start_slot, end_slot, tokens)`` reads a window's documents in
-        reading order, at least as far as its first ``tokens`` tokens.
+        """Sequence ``sequence``; ``window_tokens(layout, start_slot, end_slot, lo, hi)`` reads the documents of a window
+        (in reading order) that hold at least its tokens ``[lo, hi)``, placed at their ``base``.
 
         Returns the sequence (spans index the returned payload list) and the
         payloads of the documents in it, in order.
@@ -187,7 +194,10 @@ class LanePacker:
         for w in plan.windows_of(q):
             base = int(plan.token_starts[w])
             lo, hi = max(begin - base, 0), min(end, int(plan.token_starts[w + 1])) - base  # this sequence's tokens of it
-            window = window_tokens(layout, int(plan.windows[w]), int(plan.windows[w + 1]), hi)
+            window = window_tokens(layout, int(plan.windows[w]), int(plan.windows[w + 1]), lo, hi)
+            if not window.base <= lo < hi <= window.base + window.tokens:
+                raise CorruptData(f"window of slots {plan.windows[w]}..{plan.windows[w + 1]} does not hold its tokens {lo}..{hi}")
+            base, lo, hi = base + window.base, lo - window.base, hi - window.base  # now relative to the documents read
             first = int(np.searchsorted(window.starts, lo, side="right")) - 1
             last = int(np.searchsorted(window.starts, hi - 1, side="right")) - 1
             for d in range(first, last + 1):

@@ -18,7 +18,7 @@ from .batch import Batch, Document, Sample, SampleColumns, SourceRef, made_input
 from .digests import document_hashes, made_hash, sample_digests, version_hash
 from .catalog import Catalog
 from .concat_packing import ConcatPacking, PackingWaste
-from .errors import InvalidPlan, RankOutOfRange, StepOutOfRange
+from .errors import CorruptData, InvalidPlan, RankOutOfRange, StepOutOfRange
 from .lane_order import LaneOrder
 from .mixture import Mixture
 from .order import SourceOrder
@@ -362,26 +362,45 @@ class Run:
         """Tokens per chunk of ``source`` (read format 3 packing): stored with the run, verified, rebuilt if stale."""
         entry = self.manifest["resolved"]["token_counts"][source]
         counts, _ = token_index.load_or_build(
-            self.catalog.path("token-counts", f"{entry['key']}.npy"), entry.get("sha256"), lambda: self._count_tokens(source)
+            self.catalog.path("token-counts", f"{entry['key']}.npy"),
+            entry.get("sha256"),
+            lambda: token_index.chunk_sums(self.count_record_tokens(source), self.sources[source].chunk),
         )
         return counts
 
-    def _count_tokens(self, source: int) -> np.ndarray:
-        version, resolved = self.version(source), self.sources[source]
+    def record_token_counts(self, source: int) -> np.ndarray | None:
+        """Tokens of every record of ``source``, when the run pinned them (runs created before did not: None).
+
+        Checked against the file's pinned digest (rebuilt when stale) and against the chunk counts they sum to.
+        """
+        pinned = self.manifest["resolved"].get("record_token_counts")
+        entry = pinned[source] if pinned else None
+        if entry is None:
+            return None
+        path = self.catalog.path("token-counts", token_index.records_path(entry["key"]))
+        counts, _ = token_index.load_or_build(path, entry["sha256"], lambda: self.count_record_tokens(source))
+        if not np.array_equal(token_index.chunk_sums(counts, self.sources[source].chunk), self.token_counts(source)):
+            raise CorruptData(f"token counts {path}: the per-record counts do not sum to the run's counts per chunk")
+        return counts
+
+    def count_record_tokens(self, source: int) -> np.ndarray:
+        """Tokenize every record of ``source`` with its document transforms: tokens per record (what the indexes hold)."""
+        version = self.version(source)
 
         def lengths(indices: np.ndarray) -> list[int]:
             shards, rows = version.locate_arrays(indices)
             inputs = self._document_inputs(source, indices, shards, rows, version.read_indices(indices))
             return [len(i["input_ids"]) for i in inputs]
 
-        return token_index.build_counts(resolved.rows, resolved.chunk, lengths)
+        return token_index.build_record_counts(self.sources[source].rows, lengths)
 
     @property
     def concat(self) -> ConcatPacking:
         """Lossless packing's sequence lookup (runs packed with ``Pack(strategy="concat")``)."""
         if self._concat is None:
             counts = [self.token_counts(s) for s in range(len(self.sources))]
-            self._concat = ConcatPacking(self, self.lane_orders, counts)
+            records = [self.record_token_counts(s) for s in range(len(self.sources))]
+            self._concat = ConcatPacking(self, self.lane_orders, counts, records)
         return self._concat
 
     @property

@@ -94,9 +94,15 @@ def stored_plan_json(manifest: dict[str, Any]) -> dict[str, Any]:
     return upgraded
 
 
+#: Resolved entries that only speed lookups up (they change no sample): left out of the fingerprint, so runs created
+#: before they existed still reopen as identical.
+LOOKUP_ONLY = ("record_token_counts",)
+
+
 def fingerprint(plan: dict[str, Any], resolved: dict[str, Any]) -> str:
     """What a reader state is checked against: a hash of the plan and everything resolved from it."""
-    return hashlib.sha256(json.dumps({"plan": plan, "resolved": resolved}, sort_keys=True).encode()).hexdigest()[:32]
+    meaning = {k: v for k, v in resolved.items() if k not in LOOKUP_ONLY}
+    return hashlib.sha256(json.dumps({"plan": plan, "resolved": meaning}, sort_keys=True).encode()).hexdigest()[:32]
 
 
 def now() -> str:
@@ -214,10 +220,16 @@ def token_count_key(plan: ReadPlan, index: int, source: ResolvedSource, tokenize
 
 
 def _record_token_counts(run: "Run", resolved: dict[str, Any]) -> None:
-    """Build (or find) every source's token counts and pin their digests in the manifest being created."""
+    """Build (or find) every source's token counts, per record and per chunk, and pin their digests in the manifest
+    being created (a stored chunk file that disagrees with the records' sums is rebuilt)."""
+    resolved["record_token_counts"] = []
     for i, entry in enumerate(resolved["token_counts"]):
+        records_path = run.catalog.path("token-counts", token_index.records_path(entry["key"]))
+        records, records_sha = token_index.load_or_build(records_path, None, lambda i=i: run.count_record_tokens(i))
+        sums = token_index.chunk_sums(records, run.sources[i].chunk)
         path = run.catalog.path("token-counts", f"{entry['key']}.npy")
-        counts, entry["sha256"] = token_index.load_or_build(path, None, lambda i=i: run._count_tokens(i))
+        counts, entry["sha256"] = token_index.load_or_build(path, token_index.digest(sums), lambda sums=sums: sums)
+        resolved["record_token_counts"].append({"key": entry["key"], "sha256": records_sha})
         if not counts.sum():
             raise InvalidPlan(f"source {run.sources[i].ref} makes no tokens: nothing to pack")
 
@@ -275,6 +287,11 @@ def resolve_against(run: "Run", other: str) -> dict[str, Any]:
             entry if source == run.sources[i].to_json() else
             {"key": token_count_key(run.plan, i, ResolvedSource(**source), run.tokenizers), "sha256": None}
             for i, (entry, source) in enumerate(zip(old["token_counts"], sources))
+        ]
+    if old.get("record_token_counts"):  # a swapped source has none pinned: its sequences are found without them
+        resolved["record_token_counts"] = [
+            entry if source == run.sources[i].to_json() else None
+            for i, (entry, source) in enumerate(zip(old["record_token_counts"], sources))
         ]
     manifest = {**run.manifest, "name": f"{run.name}~{other}", "resolved": resolved}
     manifest["fingerprint"] = fingerprint(manifest["plan"], resolved)

@@ -7,6 +7,15 @@ The array (one int64 per chunk, i.e. one number per ``C`` records) is stored
 under the catalog's ``token-counts/`` folder by a key naming everything it
 depends on, and its SHA-256 is recorded in the run manifest: a file that does
 not match is rebuilt, and a rebuild that still does not match is refused.
+
+Beside it, for runs created since, the token count of every *record* (the
+smallest unsigned dtype that holds them) is stored and pinned the same way.
+A window's documents are shuffled across its chunks, so only per-record
+counts tell where a document starts inside a window without tokenizing the
+documents read before it: with them a packed sequence costs the tokenizing of
+its own few documents, not of the window's prefix. Per-record counts are
+checked against the chunk counts they sum to, and every document tokenized
+against its own count.
 """
 
 from __future__ import annotations
@@ -14,7 +23,7 @@ from __future__ import annotations
 import hashlib
 import io
 import json
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
@@ -33,7 +42,7 @@ def index_key(version_id: str, rows: int, chunk: int, transforms: list[dict[str,
 
 def _encode(counts: np.ndarray) -> bytes:
     buffer = io.BytesIO()
-    np.save(buffer, counts.astype(np.int64), allow_pickle=False)
+    np.save(buffer, counts if counts.dtype.kind == "u" else counts.astype(np.int64), allow_pickle=False)
     return buffer.getvalue()
 
 
@@ -42,14 +51,35 @@ def digest(counts: np.ndarray) -> str:
     return hashlib.sha256(_encode(counts)).hexdigest()
 
 
-def build_counts(rows: int, chunk: int, lengths: Callable[[np.ndarray], np.ndarray]) -> np.ndarray:
-    """Tokens per chunk, from ``lengths(record indices) -> token counts`` over every record in order."""
-    slots = -(-rows // chunk)
-    counts = np.zeros(slots, dtype=np.int64)
+def records_path(key: str) -> str:
+    """The file name of the per-record counts beside the chunk counts ``{key}.npy``."""
+    return f"{key}.records.npy"
+
+
+def build_record_counts(rows: int, lengths: Callable[[np.ndarray], Sequence[int]]) -> np.ndarray:
+    """Tokens of every record, from ``lengths(record indices) -> token counts``, in the smallest unsigned dtype.
+
+    >>> build_record_counts(5, lambda indices: [int(i) * 2 for i in indices]).tolist()
+    [0, 2, 4, 6, 8]
+    """
+    counts = np.zeros(rows, dtype=np.int64)
     for begin in range(0, rows, BUILD_BATCH):
         indices = np.arange(begin, min(begin + BUILD_BATCH, rows), dtype=np.int64)
-        np.add.at(counts, indices // chunk, np.asarray(lengths(indices), dtype=np.int64))
-    return counts
+        counts[begin : begin + len(indices)] = np.asarray(lengths(indices), dtype=np.int64)
+    largest = int(counts.max()) if rows else 0
+    dtype = np.uint16 if largest < 2**16 else np.uint32 if largest < 2**32 else np.uint64
+    return counts.astype(dtype)
+
+
+def chunk_sums(record_counts: np.ndarray, chunk: int) -> np.ndarray:
+    """Tokens per chunk of ``chunk`` consecutive records (the last chunk may be partial).
+
+    >>> chunk_sums(np.array([1, 2, 3, 4, 5]), 2).tolist()
+    [3, 7, 5]
+    """
+    if not len(record_counts):
+        return np.zeros(0, dtype=np.int64)
+    return np.add.reduceat(record_counts.astype(np.int64), np.arange(0, len(record_counts), chunk))
 
 
 def load_or_build(path: str, expected: str | None, build: Callable[[], np.ndarray]) -> tuple[np.ndarray, str]:

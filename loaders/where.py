@@ -199,9 +199,9 @@ def _lossless_samples(run: "Run", counters: _Counters, source: int, record: int,
     w = int(np.searchsorted(plan.windows, slot, side="right")) - 1
     start, end = int(plan.windows[w]), int(plan.windows[w + 1])
     d = int(np.flatnonzero(order.shuffled(stream, layout, start, end) == position)[0])
-    tokens = concat.window_tokens(stream, source, layout, start, end)
-    first = int(plan.token_starts[w]) + int(tokens.starts[d])
-    length = int(tokens.starts[d + 1] - tokens.starts[d])
+    starts = concat.document_starts(stream, source, layout, start, end)
+    first = int(plan.token_starts[w]) + int(starts[d])
+    length = int(starts[d + 1] - starts[d])
     if length == 0:
         return stream, []
     base = packer.first_sequence(layout)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections import defaultdict
 from pathlib import Path
 
@@ -125,20 +126,21 @@ def test_fixed_block_packing_stays_available_and_reports_what_it_drops(catalog):
     assert sample.inputs["dropped"] > 0 and max(sample.inputs["position_ids"]) < 16
 
 
-def test_stale_token_counts_are_rebuilt_and_wrong_ones_refused(catalog):
+@pytest.mark.parametrize("entry_name, file_name", [("token_counts", "{key}.npy"), ("record_token_counts", "{key}.records.npy")])
+def test_stale_token_counts_are_rebuilt_and_wrong_ones_refused(catalog, entry_name, file_name):
     run = catalog.create_run(f"p{next(_names)}", _plan([1], 16, 2, 2))
-    entry = run.manifest["resolved"]["token_counts"][0]
-    path = Path(catalog.path("token-counts", f"{entry['key']}.npy"))
+    entry = run.manifest["resolved"][entry_name][0]
+    path = Path(catalog.path("token-counts", file_name.format(key=entry["key"])))
     good = path.read_bytes()
     path.write_bytes(b"not an array")
     fresh = catalog.run(run.name)
     assert fresh.batch(1, 0).keys == run.batch(1, 0).keys and path.read_bytes() == good  # derived data, rebuilt
     manifest = json.loads((Path(run.directory) / "run.json").read_text())
-    manifest["resolved"]["token_counts"][0]["sha256"] = "0" * 64
+    manifest["resolved"][entry_name][0]["sha256"] = "0" * 64
     path.write_bytes(b"tampered")
     from loaders.run import Run
 
-    with pytest.raises(CorruptData, match="token counts .*rebuilding them gives digest"):
+    with pytest.raises(CorruptData, match=f"token counts .*{re.escape(path.name)}: rebuilding them gives digest"):
         Run(catalog, manifest).batch(0, 0)
 
 
@@ -161,3 +163,101 @@ def test_window_tokens_flatten_documents_and_refuse_a_mask_of_another_length() -
     assert WindowTokens.of([], [], []).tokens == 0
     with pytest.raises(CorruptData, match="document 1 of a window has 1 loss-mask entries for 2 tokens"):
         WindowTokens.of(["a", "b"], [[1], [2, 3]], [[1], [1]])
+
+
+# -- lookups with per-record token counts ------------------------------------------------------------------------
+def _without_record_counts(run):
+    """The same run as created before per-record counts existed: sequences found by tokenizing window prefixes."""
+    from loaders.run import Run
+
+    resolved = {k: v for k, v in run.manifest["resolved"].items() if k != "record_token_counts"}
+    return Run(run.catalog, {**run.manifest, "resolved": resolved})
+
+
+def _sequence_facts(packing, stream, source, n):
+    seq, documents = packing.sequence(stream, source, n)
+    spans = [(documents[s.document].key, documents[s.document].epoch, s.start, s.end, s.offset, s.length) for s in seq.spans]
+    return seq.input_ids, seq.loss_mask, seq.position_ids, seq.cu_seqlens, spans
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    weights=st.lists(st.integers(1, 5), min_size=1, max_size=3),
+    seq_len=st.integers(3, 40),
+    batch=st.sampled_from([1, 2, 4, 6]),
+    chunk=st.sampled_from([None, 1, 3, 7]),
+    data=st.data(),
+)
+def test_sequences_found_from_record_counts_equal_those_found_by_reading_window_prefixes(
+    catalog, monkeypatch, weights, seq_len, batch, chunk, data
+):
+    from loaders import concat_packing
+
+    monkeypatch.setattr(concat_packing, "MIN_PIECE", 0)  # every lookup past what was read takes the per-record path
+    streams = data.draw(st.sampled_from([d for d in range(1, batch + 1) if batch % d == 0]))
+    run = catalog.create_run(f"p{next(_names)}", _plan(weights, seq_len, batch, streams, chunk=chunk))
+    assert run.concat.record_counts[0] is not None
+    prefix = _without_record_counts(run).concat
+    assert prefix.record_counts == [None] * len(weights)
+    lookups = [(k, s, n) for (k, s), packer in run.concat.packers.items() for n in range(2 * packer.layout(0).sequences + 1)]
+    for stream, source, n in data.draw(st.permutations(lookups)):  # random access, in any order
+        assert _sequence_facts(run.concat, stream, source, n) == _sequence_facts(prefix, stream, source, n)
+
+
+@pytest.fixture(scope="module")
+def long_catalog(tmp_path_factory) -> Catalog:
+    catalog = Catalog(tmp_path_factory.mktemp("long") / "catalog")
+    write_text_dataset(catalog, "many", 4000, row_group=250, shards=2)
+    catalog.put_tokenizer("words", _tokenizer_json())
+    return catalog
+
+
+def test_a_sequence_deep_in_a_window_reads_only_its_own_documents(long_catalog, monkeypatch):
+    from loaders.run import Run
+
+    plan = ReadPlan(
+        [Source("many@v1", transforms=TOKENIZE)], seed=3, global_batch_size=2, streams=1, steps=4,
+        shuffle=Shuffle(chunk_size=500, window_chunks=2), transforms=[Pack(seq_len=32)],
+    )
+    run = long_catalog.create_run("deep", plan)
+    read: list[int] = []
+    original = Run.read_documents
+
+    def counting(self, source, records, epochs, positions):
+        read.append(len(records))
+        return original(self, source, records, epochs, positions)
+
+    monkeypatch.setattr(Run, "read_documents", counting)
+    packer = run.concat.packers[(0, 0)]
+    deep = packer.layout(0).sequences // 8  # half way into the first window of 1000 documents
+    seq, documents = run.concat.sequence(0, 0, deep)
+    assert sum(read) <= 8 and len(documents) <= sum(read)  # a few documents of ~6 tokens, not the 500 before them
+    read.clear()
+    slow = _without_record_counts(run).concat.sequence(0, 0, deep)
+    assert sum(read) > 200 and slow[0].input_ids == seq.input_ids  # what a prefix read costs, for the same tokens
+
+
+def test_a_document_that_does_not_match_its_record_count_is_caught(catalog, monkeypatch):
+    from loaders import concat_packing
+
+    monkeypatch.setattr(concat_packing, "MIN_PIECE", 0)
+    plan = ReadPlan(
+        [Source("gamma@v1", transforms=[UserFunction("tests.support.unstable_transform:grow"), *TOKENIZE])],
+        seed=1, global_batch_size=2, steps=8, streams=1, shuffle=Shuffle(chunk_size=20, window_chunks=2), transforms=[Pack(seq_len=8)],
+    )
+    run = catalog.create_run(f"p{next(_names)}", plan)
+    refusals = []
+    for n in reversed(range(run.concat.packers[(0, 0)].layout(0).sequences)):
+        try:
+            run.concat.sequence(0, 0, n)
+        except CorruptData as exc:
+            refusals.append(str(exc))
+    assert any(re.search(r"document gamma-\d+ tokenizes to \d+ tokens, the run's token counts say \d+", r) for r in refusals)
+
+
+def test_runs_created_before_record_counts_reopen_as_the_same_run(catalog):
+    run = catalog.create_run(f"p{next(_names)}", _plan([1, 2], 16, 2, 2))
+    old = _without_record_counts(run)
+    (Path(run.directory) / "run.json").write_text(json.dumps(old.manifest))
+    again = catalog.create_run(run.name, _plan([1, 2], 16, 2, 2), exist_ok=True)
+    assert "record_token_counts" not in again.manifest["resolved"] and again.batch(2, 0).keys == run.batch(2, 0).keys
