@@ -12,7 +12,8 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from . import storage, token_index
 from .catalog import Catalog, check_name
-from .errors import InvalidPlan, RunNotFound
+from .catalog_files import read_json
+from .errors import CatalogCorrupt, InvalidPlan, RunNotFound
 from .mixture import apportion
 from .plan import ReadPlan
 from .version import DatasetVersion
@@ -254,7 +255,11 @@ def open_run(catalog: Catalog, name: str) -> "Run":
         raise RunNotFound(f"no run named {name!r} in catalog {catalog.root} (runs: {runs})")
     from .run import Run
 
-    return Run(catalog, json.loads(storage.read_bytes(path)))
+    manifest = read_json(path, "run manifest")
+    try:
+        return Run(catalog, manifest)
+    except (KeyError, IndexError, TypeError, AttributeError, ValueError, InvalidPlan) as exc:  # a stored plan's fault
+        raise CatalogCorrupt(f"{path}: run manifest is malformed ({type(exc).__name__}: {exc}); restore the file or remove the run") from exc
 
 
 

@@ -15,7 +15,7 @@ import pytest
 from bs4 import BeautifulSoup
 
 from app import urls
-from loaders import Catalog
+from loaders import Catalog, ReadPlan, Source
 
 from tests.corpus import media_faults as media
 from tests.corpus import parquet_faults as faults
@@ -49,6 +49,9 @@ def served_catalog(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[C
     broken = catalog.register("broken", [_write(root / "broken" / "part-0.parquet", pa.table({"id": ["z"]}))], key="id")
     manifest = Path(catalog.root) / "datasets" / "broken" / "versions" / f"{broken.id}.json"
     manifest.write_text(manifest.read_text()[:-20])
+    catalog.create_run("broken-run", ReadPlan([Source("good@v1")], seed=0, global_batch_size=1, steps=1))
+    run_manifest = Path(catalog.root) / "runs" / "broken-run" / "run.json"
+    run_manifest.write_text(run_manifest.read_text()[:-20])
     (root / "pics" / "images").mkdir(parents=True)
     (root / "pics" / "images" / "a.png").write_bytes(media.small_png(side=16))
     kind = pa.struct([("bytes", pa.binary()), ("path", pa.string())])
@@ -104,6 +107,18 @@ def test_a_broken_manifest_is_one_clear_error_and_the_rest_of_the_catalog_render
     assert home.status_code == 200
     dom = BeautifulSoup(home.text, "html.parser")
     assert str(manifest) in dom.get_text() and "good" in dom.get_text()
+    assert "Traceback" not in server.logs() and "JSONDecodeError" not in server.logs()
+
+
+def test_a_broken_run_manifest_is_one_clear_error_and_the_home_page_lists_it(served_catalog) -> None:
+    catalog, server, http, _ = served_catalog
+    manifest = Path(catalog.root) / "runs" / "broken-run" / "run.json"
+    for url in (urls.run("broken-run"), urls.rank("broken-run", 0, 0)):
+        answer = http.get(urls.api(url))
+        assert answer.status_code == 500
+        assert _error(answer).startswith(f"{manifest}: run manifest is not valid JSON")
+    home = http.get(urls.home())
+    assert home.status_code == 200 and f"{manifest}: run manifest is not valid JSON" in BeautifulSoup(home.text, "html.parser").get_text()
     assert "Traceback" not in server.logs() and "JSONDecodeError" not in server.logs()
 
 

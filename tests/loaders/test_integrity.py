@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import resource
 import shutil
 import signal
@@ -415,3 +416,21 @@ def test_training_transforms_read_media_stored_by_path_only_as_registered(catalo
     _fresh_process_state()
     with pytest.raises(MediaChanged, match=r"media/a\.png changed after registration"):
         catalog.run("clips-run").batch(0)
+
+
+@pytest.mark.parametrize(
+    "content, complaint",
+    [(b"{not json", "run manifest is not valid JSON"), (b'{"format": "batchscope.run/1"}', "run manifest is malformed")],
+)
+def test_an_unreadable_run_manifest_is_one_line_naming_it_and_other_runs_still_open(catalog: Catalog, tmp_path: Path, content, complaint) -> None:
+    from loaders import ReadPlan, Source
+
+    catalog.register("texts", [_write(tmp_path / "a.parquet", _texts(["x", "y"]))], key="id")
+    for name in ("good", "broken"):
+        catalog.create_run(name, ReadPlan([Source("texts@latest")], seed=0, global_batch_size=1, steps=2))
+    manifest = Path(catalog.root) / "runs" / "broken" / "run.json"
+    manifest.write_bytes(content)
+    with pytest.raises(CatalogCorrupt, match=f"{re.escape(str(manifest))}: {complaint}") as caught:
+        catalog.run("broken")
+    assert "\n" not in str(caught.value)
+    assert catalog.run("good").batch(1).keys and sorted(catalog.runs()) == ["broken", "good"]
