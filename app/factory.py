@@ -97,8 +97,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.form_token = form_token(settings.form_secret)
     app.state.templates = Templates(form_token=app.state.form_token)
     app.state.media_cache = ByteLRU(budget=settings.media_cache_bytes, size_of=_size_of)
-    app.state.runs = RunCache()
     app.state.decode_budget = DecodeBudget(limit=settings.request_memory_bytes, concurrency=settings.decode_concurrency)
+    app.state.runs = RunCache(budget=app.state.decode_budget)
     row_group_cache().budget = settings.row_group_cache_bytes  # the cache is process-wide; the setting sizes it
     errors.install(app)
     app.add_middleware(CsrfMiddleware, token=app.state.form_token)  # innermost: runs after the Host and token checks

@@ -9,6 +9,8 @@ from typing import Callable, Hashable, TypeVar
 
 from loaders import Batch, Catalog, Run
 
+from .decode_budget import DecodeBudget
+
 T = TypeVar("T")
 #: Computed values kept (measured mixtures and the like), the least recently used dropped first.
 VALUES = 32
@@ -20,9 +22,13 @@ class RunCache:
     A run's batch is a pure function of its manifest, step, rank and world
     size, so a cached batch is never stale; only the world-size history
     (which ``run.world_size_at`` re-reads) can change what a URL resolves to.
+    Batches of runs whose transforms decode media are computed in one of the
+    ``budget``'s large-decode slots, so concurrent requests decode a bounded
+    number of them at once.
     """
 
-    def __init__(self, *, batches: int = 64, pages: int = 128) -> None:
+    def __init__(self, *, batches: int = 64, pages: int = 128, budget: DecodeBudget | None = None) -> None:
+        self._budget = budget
         self._runs: dict[str, Run] = {}
         self._pages: OrderedDict[Hashable, bytes] = OrderedDict()
         self._page_capacity = pages
@@ -51,7 +57,11 @@ class RunCache:
             if cached is not None:
                 self._batches.move_to_end(key)
                 return cached
-        batch = run.batch(step, rank, world_size=size)
+        if self._budget is not None and run.plan.decodes_media:  # its transforms decode media: one of the large-decode slots
+            with self._budget.decoding(self._budget.limit, f"a batch of run {run.name} (its transforms decode media)"):
+                batch = run.batch(step, rank, world_size=size)
+        else:
+            batch = run.batch(step, rank, world_size=size)
         with self._lock:
             self._batches[key] = batch
             while len(self._batches) > self._capacity:

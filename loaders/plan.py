@@ -152,6 +152,11 @@ class ReadPlan:
         return self.pack.seq_len if self.pack else None
 
     @property
+    def decodes_media(self) -> bool:
+        """Whether any transform of the plan decodes images or video (its batches cost memory as large as the media)."""
+        return any(t.decodes_media for t in (*self.transforms, *(t for s in self.sources for t in s.transforms)))
+
+    @property
     def document_transforms(self) -> tuple[Transform, ...]:
         """Plan transforms applied to every document (before packing)."""
         if self.pack is None:

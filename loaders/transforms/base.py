@@ -66,6 +66,8 @@ class Transform:
     thread_safe: ClassVar[bool] = True
     #: Spends its time in code that releases the GIL (image/video decoding), so threads speed it up.
     releases_gil: ClassVar[bool] = False
+    #: Decodes images or video frames, so applying it can take as much memory as the media are large.
+    decodes_media: ClassVar[bool] = False
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)

@@ -41,6 +41,7 @@ class SampleFrames(Transform):
 
     type = "sample_frames"
     releases_gil = True
+    decodes_media = True
 
     field: str = "video"
     k: int = 8
@@ -95,6 +96,7 @@ class RandomResizedCrop(Transform):
 
     type = "random_resized_crop"
     releases_gil = True
+    decodes_media = True
 
     field: str = "image"
     size: tuple[int, int] = (224, 224)

@@ -212,3 +212,29 @@ def test_each_sample_of_the_rank_page_lists_its_own_flags_newest_first(client: T
     for sample, article in zip(batch.samples, articles):
         listed = [li.select_one("a").next_sibling.strip() for li in article.select("form.flag-form .flag-notes li")]
         assert listed == expected.get(address(sample), []), sample.key
+
+
+def test_batches_whose_transforms_decode_media_take_a_large_decode_slot(media: MediaCatalog) -> None:
+    """The inspector recomputes media-decoding batches in the decode budget's slots, so concurrent requests for model
+    inputs decode at most ``decode_concurrency`` batches at once in a process."""
+    import threading
+
+    from app.decode_budget import DecodeBudget
+    from app.run_cache import RunCache
+
+    budget = DecodeBudget(limit=64 << 20, concurrency=1)
+    runs = RunCache(budget=budget)
+    run = runs.run(media.catalog, media.run)
+    assert run.plan.decodes_media
+    done = threading.Event()
+
+    def compute() -> None:
+        runs.batch(run, 0, 0)
+        done.set()
+
+    with budget._slots:  # the only slot is taken, as by another request's decode
+        worker = threading.Thread(target=compute)
+        worker.start()
+        assert not done.wait(timeout=1.0)  # waits for the slot rather than decoding beside the other request
+    worker.join(timeout=60)
+    assert done.is_set() and runs.batch(run, 0, 0).samples
