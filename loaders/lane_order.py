@@ -32,7 +32,7 @@ def slot_shares(rates: Sequence[int], slots: int) -> list[int]:
     """Slots per stream: one for each drawing stream, the rest by largest remainder of ``rates``.
 
     >>> slot_shares([3, 0, 1], 5)
-    [4, 0, 1]
+    [3, 0, 2]
     """
     drawing = [r > 0 for r in rates]
     base = [1 if d else 0 for d in drawing]

@@ -7,7 +7,7 @@ second time) is turned off for you: ``args.ignore_data_skip`` is set to True. La
 data has no length); it counts optimizer steps, each ``gradient_accumulation_steps`` batchscope steps.
 
 >>> from loaders.adapters.hf import BatchscopeTrainer                      # doctest: +SKIP
->>> trainer = BatchscopeTrainer(model=model, args=TrainingArguments("out", max_steps=100, save_steps=10), run=run)
+>>> trainer = BatchscopeTrainer(model=model, args=TrainingArguments("out", max_steps=100, save_steps=10), run=run)  # doctest: +SKIP
 >>> trainer.train(resume_from_checkpoint=get_last_checkpoint("out"))      # doctest: +SKIP
 """
 
