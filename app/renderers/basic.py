@@ -8,8 +8,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
+from ..reveal import visible_piece
 from .registry import CellView, FieldContext, View, register
-from .tokens import visible_piece
 
 MAX_NODES = 2000
 MAX_DEPTH = 64

@@ -6,6 +6,7 @@ import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Mapping, Sequence
 
+from ..reveal import visible_piece
 from .registry import CellView, FieldContext, View, register
 
 if TYPE_CHECKING:
@@ -14,7 +15,6 @@ if TYPE_CHECKING:
 HEAT_LEVELS = 8
 #: At most this many tokens are laid out (a million-token value would make a page of over 100 MB); the JSON twin has all.
 MAX_SHOWN_TOKENS = 16_384
-_PIECE_SYMBOLS = {"\n": "↵", "\t": "→", "\r": "␍"}
 #: Columns that describe a token column rather than being one.
 POSITION_COLUMNS = ("position_ids", "positions", "pos_ids")
 DOC_SPAN_COLUMNS = ("doc_spans", "document_spans", "documents")
@@ -93,26 +93,6 @@ class PieceCache:
             piece = self.piece(token_id)
             found = self._shown[token_id] = (visible_piece(piece), repr(piece))
         return found
-
-
-def visible_piece(piece: str) -> str:
-    """A piece with newlines, tabs and control characters shown as symbols.
-
-    >>> visible_piece("a\\nb")
-    'a↵b'
-    """
-    out = []
-    for char in piece:
-        code = ord(char)
-        if char in _PIECE_SYMBOLS:
-            out.append(_PIECE_SYMBOLS[char])
-        elif code < 0x20:
-            out.append(chr(0x2400 + code))
-        elif code == 0x7F or 0x80 <= code <= 0x9F or 0x202A <= code <= 0x202E or 0x2066 <= code <= 0x2069:
-            out.append(f"⟨U+{code:04X}⟩")
-        else:
-            out.append(char)
-    return "".join(out)
 
 
 def _float(value: Any) -> float | None:
