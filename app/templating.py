@@ -10,6 +10,8 @@ from typing import Any, Mapping
 import jinja2
 from jinja2.bccache import Bucket, BytecodeCache
 
+from loaders.kinds import PICTURE_KINDS
+
 from . import urls
 from .markup import segments_html, token_spans_html
 from .reveal import visible
@@ -147,7 +149,7 @@ class Templates:
                 revisions[path] = _revision(static_dir / path)
             return urls.static(path, revisions[path])
 
-        self.env.globals.update(urls=urls, static_url=static_url, form_token=form_token)
+        self.env.globals.update(urls=urls, static_url=static_url, form_token=form_token, picture_kinds=PICTURE_KINDS)
 
     def warm(self) -> int:
         """Load (compile, the first time in this process) every template, so no request pays for it; returns how many.

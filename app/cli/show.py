@@ -12,9 +12,11 @@ from rich.console import Group
 from rich.panel import Panel
 from rich.text import Text
 
+from loaders.kinds import BYTES_KINDS
+
 from ..reveal import visible, visible_text
 from .common import RootOption, console, friendly_errors, open_catalog
-from .terminal import MEDIA_KINDS, media_line, model_media_line, rollout_lines, token_text
+from .terminal import media_line, model_media_line, rollout_lines, token_text
 
 #: Model inputs folded into the token view or into a media line rather than printed on their own.
 _FOLDED = ("input_ids", "loss_mask", "position_ids", "doc_spans", "padding", "role_spans", "frame_indices", "frame_times",
@@ -108,7 +110,7 @@ def _sample_parts(run: Any, page: Any, entry: Any, sample: Any, *, base: str, pl
         if name == "frames" or (isinstance(value, np.ndarray) and value.ndim >= 2):
             url = base + urls.input_media(page.run, page.step, page.rank, entry.position, name)
             parts.append(Text(model_media_line(name, value, inputs, url)))
-        elif kind in MEDIA_KINDS or isinstance(value, (bytes, bytearray, memoryview)):
+        elif kind in BYTES_KINDS or isinstance(value, (bytes, bytearray, memoryview)):
             url = base + urls.media(entry.dataset, entry.version, entry.key, name)
             parts.append(Text(media_line(name, value, kind or "binary", url)))
         elif kind == "rollout":

@@ -27,8 +27,6 @@ from ..reveal import visible, visible_piece, visible_text
 _SHADES = ("cyan", "magenta")
 #: Token boundary in plain output.
 BOUNDARY = "¦"
-#: Kinds whose values are bytes to summarize, never to print.
-MEDIA_KINDS = ("image", "video", "binary")
 
 
 def token_text(
