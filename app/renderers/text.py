@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from ..reveal import HIDDEN_CLASS, OTHER_SPACE, WHITESPACE, is_invisible, stand_in
-from .registry import FieldContext, View, register
+from .registry import FieldContext, View
 
 #: Whitespace and hidden characters: split out of the text to be shown as segments of their own.
 _SPECIAL = re.compile(f"[\\s{HIDDEN_CLASS}]+")
@@ -133,11 +133,9 @@ def snippet_view(text: str, highlight: str | None = None, width: int = SNIPPET_C
     )
 
 
-@register("text")
 def text_field(value: Any, ctx: FieldContext) -> View:
     return text_view(value if isinstance(value, str) else str(value), ctx)
 
 
-@register("text", cell=True)
 def text_cell(value: Any, ctx: FieldContext) -> View:
     return snippet_view(value if isinstance(value, str) else str(value), ctx.highlight)

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Mapping, Sequence
 
 from ..reveal import visible_piece
-from .registry import CellView, FieldContext, View, register
+from .registry import CellView, FieldContext, View
 
 if TYPE_CHECKING:
     from tokenizers import Tokenizer
@@ -275,7 +275,6 @@ def is_companion(column: str) -> bool:
     return column.lower() in POSITION_COLUMNS + SEGMENT_COLUMNS
 
 
-@register("tokens")
 def tokens_field(value: Any, ctx: FieldContext) -> View:
     ids = _int_list(value)
     if ids is None:
@@ -289,17 +288,12 @@ def tokens_field(value: Any, ctx: FieldContext) -> View:
     return token_view(ids, tokenizer=ctx.tokenizer, **companions(ctx, len(ids)))
 
 
-@register("tokens", cell=True)
 def tokens_cell(value: Any, ctx: FieldContext) -> View:
     ids = _int_list(value) or []
     head = " ".join(str(i) for i in ids[:8])
     return CellView(text=f"{len(ids):,} tokens", title=head + (" …" if len(ids) > 8 else ""))
 
 
-@register("mask")
-@register("labels")
-@register("mask", cell=True)
-@register("labels", cell=True)
 def per_token_cell(value: Any, ctx: FieldContext) -> View:
     items = value if isinstance(value, list) else []
     if ctx.kind == "mask":
