@@ -12,6 +12,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 from rich.text import Text
 
+from app.cli.diff import _words
+from app.cli.show import _field_text
 from app.cli.terminal import change, rollout_lines, token_text
 from app.pages.stats import _text as stats_text
 from app.renderers.basic import json_tree
@@ -76,6 +78,8 @@ SITES: dict[str, tuple[Callable[[str], str], dict[str, str]]] = {
         {c: c for c in LAYOUT},
     ),
     "terminal diff": (lambda s: _changed(s), {c: c for c in LAYOUT}),
+    "terminal diff, unchanged words": (lambda s: _words((TextOp("equal", s),), plain=True).plain, {c: c for c in LAYOUT}),
+    "terminal fields": (_field_text, {c: c for c in LAYOUT}),
 }
 
 
