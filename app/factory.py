@@ -8,9 +8,7 @@
 
 from __future__ import annotations
 
-import importlib
 import logging
-import pkgutil
 import sys
 from contextlib import asynccontextmanager
 from typing import Any, AsyncIterator
@@ -28,6 +26,8 @@ from .csrf import CsrfMiddleware, form_token
 from .decode_budget import DecodeBudget
 from .flags import FlagStore
 from .hosts import HostMiddleware
+from .registries import unique
+from .routers import auth, datasets, diff, docs, flags, home, input_media, media, rl, runs
 from .run_cache import RunCache
 from .security import SecurityMiddleware
 from .settings import Settings
@@ -41,14 +41,21 @@ def _size_of(value: Any) -> int:
     return int(nbytes) if isinstance(nbytes, int) else sys.getsizeof(value)
 
 
+#: The module of every resource's router, in the order the app includes them (a URL that two routes could match goes to
+#: the first); a new resource is a module in ``app.routers`` and an entry here.
+ROUTER_MODULES = unique(
+    [auth, datasets, diff, docs, flags, home, input_media, media, rl, runs], name=lambda m: m.__name__, what="router module"
+)
+
+
 def routers() -> list[Any]:
-    """The ``router`` of every module in ``app.routers`` (a new resource is a new module there), by module name."""
-    package = importlib.import_module("app.routers")
-    found = []
-    for module in sorted(pkgutil.iter_modules(package.__path__), key=lambda m: m.name):
-        loaded = importlib.import_module(f"app.routers.{module.name}")
-        if hasattr(loaded, "router"):
-            found.append(loaded.router)
+    """The router of every resource, in order; a route (method and path) that two of them define is refused."""
+    found = [module.router for module in ROUTER_MODULES.values()]
+    unique(
+        [(method, route.path) for router in found for route in router.routes for method in sorted(getattr(route, "methods", None) or ["*"])],
+        name=lambda r: f"{r[0]} {r[1]}",
+        what="route",
+    )
     return found
 
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import hashlib
-import re
 import threading
 from pathlib import Path
 from typing import Any, Mapping
@@ -11,8 +10,11 @@ from typing import Any, Mapping
 import jinja2
 from jinja2.bccache import Bucket, BytecodeCache
 
+from loaders.kinds import PICTURE_KINDS
+
 from . import urls
 from .markup import segments_html, token_spans_html
+from .reveal import visible
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -63,20 +65,6 @@ def count(n: int | None, noun: str | None = None, plural: str | None = None) -> 
     if noun is None:
         return text
     return f"{text} {noun if n == 1 else (plural or noun + 's')}"
-
-
-#: Characters that hide or reorder text: controls, bidi embeddings/overrides/isolates, zero-width and line separators.
-_HIDDEN = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u00ad\u200b-\u200f\u2028-\u202e\u2060-\u2069\ufeff]")
-
-
-def visible(value: Any) -> str:
-    """Short text from data (keys, names, titles) with hidden characters as visible stand-ins, so nothing can spoof it.
-
-    >>> visible("user\\u202egnp.exe"), visible("a\\x00b")
-    ('user⟨U+202E⟩gnp.exe', 'a␀b')
-    """
-    text = "" if value is None else str(value)
-    return _HIDDEN.sub(lambda m: chr(0x2400 + ord(m.group())) if ord(m.group()) < 0x20 else f"⟨U+{ord(m.group()):04X}⟩", text)
 
 
 def short_id(value: str | None, length: int = 12) -> str:
@@ -161,7 +149,7 @@ class Templates:
                 revisions[path] = _revision(static_dir / path)
             return urls.static(path, revisions[path])
 
-        self.env.globals.update(urls=urls, static_url=static_url, form_token=form_token)
+        self.env.globals.update(urls=urls, static_url=static_url, form_token=form_token, picture_kinds=PICTURE_KINDS)
 
     def warm(self) -> int:
         """Load (compile, the first time in this process) every template, so no request pays for it; returns how many.

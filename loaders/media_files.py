@@ -23,11 +23,10 @@ import pyarrow as pa
 from . import storage
 from .catalog_files import read_json
 from .errors import CatalogCorrupt, DecodeError, MediaChanged
+from .kinds import CHECKSUMMED_KINDS
 
 if TYPE_CHECKING:
     from .version import DatasetVersion
-
-MEDIA_KINDS = ("image", "video")
 
 
 def _digest(data: bytes) -> str:
@@ -48,7 +47,7 @@ def _media_columns(version: "DatasetVersion") -> list[str]:
     for field in version.schema:
         kind = version.kinds.get(field.name)
         by_path = pa.types.is_struct(field.type) and field.type.get_field_index("path") >= 0
-        if kind in MEDIA_KINDS and (by_path or (kind == "video" and pa.types.is_string(field.type))):
+        if kind in CHECKSUMMED_KINDS and (by_path or (kind == "video" and pa.types.is_string(field.type))):
             columns.append(field.name)
     return columns
 

@@ -11,6 +11,7 @@ from rich.text import Text
 
 from loaders.diff import DEFAULT_SIMILARITY, FieldDiff, RowChange, TextOp, VersionDiff, diff_versions
 
+from ..reveal import visible, visible_text
 from .common import RootOption, console, err_console, friendly_errors, open_catalog
 from .terminal import change
 
@@ -115,7 +116,7 @@ def _where(address: tuple[int, int] | None) -> str:
 
 def _row(row: RowChange) -> None:
     mark, style = _MARKS[row.change]
-    line = Text.assemble((f"{mark} {row.key}", f"bold {style}"), (f"  {row.change}", style))
+    line = Text.assemble((f"{mark} {visible(row.key)}", f"bold {style}"), (f"  {row.change}", style))
     if row.change == "added":
         line.append(f"  ({_where(row.b_address)})", style="dim")
     elif row.change == "removed":
@@ -126,7 +127,7 @@ def _row(row: RowChange) -> None:
         line.append(f"  similarity {row.similarity:.2f}", style="dim")
     console.print(line, soft_wrap=True)
     if row.preview:
-        console.print(Text("    " + row.preview), soft_wrap=True)
+        console.print(Text("    " + visible(row.preview)), soft_wrap=True)
     for field in row.fields:
         console.print(_field(field), soft_wrap=True)
 
@@ -134,7 +135,7 @@ def _row(row: RowChange) -> None:
 def _field(field: FieldDiff) -> Text:
     """One changed field. Piped (not a terminal), changes read ``[-old-]{+new+}``; token ids stay space-separated."""
     plain = not console.is_terminal
-    text = Text(f"    {field.column}: ", style="bold")
+    text = Text(f"    {visible(field.column)}: ", style="bold")
     if field.words:
         text.append_text(_words(field.words, plain=plain))
     elif field.ops:
@@ -148,7 +149,7 @@ def _field(field: FieldDiff) -> Text:
             text.append(f"(+{len(blocks) - _OPS_SHOWN} more blocks)", style="dim")
     elif field.paths:
         for path in field.paths[:_OPS_SHOWN]:
-            text.append(f"\n      {path.path} ", style="dim")
+            text.append(f"\n      {visible(path.path)} ", style="dim")
             if path.words:
                 text.append_text(_words(path.words, plain=plain))
             else:
@@ -165,7 +166,7 @@ def _words(ops: tuple[TextOp, ...], *, plain: bool) -> Text:
     text = Text()
     for op in ops:
         if op.op == "equal":
-            text.append(_elide(op.a))
+            text.append(visible_text(_elide(op.a)))
         else:
             change(text, op.a if op.op != "insert" else "", op.b if op.op != "delete" else "", plain=plain)
     return text

@@ -12,8 +12,11 @@ from rich.console import Group
 from rich.panel import Panel
 from rich.text import Text
 
+from loaders.kinds import BYTES_KINDS
+
+from ..reveal import visible, visible_text
 from .common import RootOption, console, friendly_errors, open_catalog
-from .terminal import MEDIA_KINDS, media_line, model_media_line, rollout_lines, token_text
+from .terminal import media_line, model_media_line, rollout_lines, token_text
 
 #: Model inputs folded into the token view or into a media line rather than printed on their own.
 _FOLDED = ("input_ids", "loss_mask", "position_ids", "doc_spans", "padding", "role_spans", "frame_indices", "frame_times",
@@ -26,7 +29,8 @@ def install(app: typer.Typer) -> None:
 
 def _field_text(value: Any, limit: int = 600) -> str:
     rendered = value if isinstance(value, str) else json.dumps(value, default=str, ensure_ascii=False)
-    return rendered if len(rendered) <= limit else rendered[:limit] + f"… ({len(rendered):,} characters)"
+    shown = rendered if len(rendered) <= limit else rendered[:limit] + f"… ({len(rendered):,} characters)"
+    return visible_text(shown)
 
 
 def show(
@@ -69,7 +73,7 @@ def show(
                 continue
             title = (
                 f"#{entry.position} · index {entry.index} · {entry.source} · {entry.dataset}@{entry.version[:12]} "
-                f"shard {entry.shard} row {entry.row} · key {entry.key}"
+                f"shard {entry.shard} row {entry.row} · key {visible(entry.key)}"
                 + (f" · loss {entry.loss:.4f}" if isinstance(entry.loss, (int, float)) else "")
                 + (f" · {entry.padding_warning}" if entry.padding_warning else "")
             )
@@ -97,7 +101,7 @@ def _sample_parts(run: Any, page: Any, entry: Any, sample: Any, *, base: str, pl
         if not documents:
             parts.append(Text("no document: every token is padding", style="yellow"))
         elif len(documents) > 1:
-            parts.append(Text(f"{len(documents)} documents: " + ", ".join(d.key for d in documents), style="yellow"))
+            parts.append(Text(f"{len(documents)} documents: " + ", ".join(visible(d.key) for d in documents), style="yellow"))
     kinds = run.version(sample.documents[0].source).kinds
     for name, value in inputs.items():
         if name in _FOLDED:
@@ -106,11 +110,11 @@ def _sample_parts(run: Any, page: Any, entry: Any, sample: Any, *, base: str, pl
         if name == "frames" or (isinstance(value, np.ndarray) and value.ndim >= 2):
             url = base + urls.input_media(page.run, page.step, page.rank, entry.position, name)
             parts.append(Text(model_media_line(name, value, inputs, url)))
-        elif kind in MEDIA_KINDS or isinstance(value, (bytes, bytearray, memoryview)):
+        elif kind in BYTES_KINDS or isinstance(value, (bytes, bytearray, memoryview)):
             url = base + urls.media(entry.dataset, entry.version, entry.key, name)
             parts.append(Text(media_line(name, value, kind or "binary", url)))
         elif kind == "rollout":
             parts.extend(rollout_lines(value))
         else:
-            parts.append(Text(f"{name}: {_field_text(value)}"))
+            parts.append(Text(f"{visible(name)}: {_field_text(value)}"))
     return parts

@@ -5,6 +5,9 @@ tokens). In a pipe they are gone, so the plain form spells it out: tokens are
 separated by ``¦`` (a broken bar: ``|`` is part of tokens such as
 ``<|im_start|>``), masked runs are wrapped in ``‹…›``, padding is one
 ``[N padding tokens]`` run, and diffs mark ``[-deleted-]{+inserted+}``.
+Data is shown as the web pages show it (``app.reveal``): a control character,
+an escape sequence or a bidi override is a visible stand-in, never sent to the
+terminal raw.
 
 >>> token_text([1, 2, 3, 0], [0, 1, 1, 0], [], None, padding=1, plain=True).plain
 '‹1›¦2¦3¦[1 padding token]'
@@ -19,11 +22,11 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 from rich.text import Text
 
+from ..reveal import visible, visible_piece, visible_text
+
 _SHADES = ("cyan", "magenta")
 #: Token boundary in plain output.
 BOUNDARY = "¦"
-#: Kinds whose values are bytes to summarize, never to print.
-MEDIA_KINDS = ("image", "video", "binary")
 
 
 def token_text(
@@ -47,11 +50,11 @@ def token_text(
         if plain and i:
             text.append("›" + BOUNDARY if before and not masked else BOUNDARY)
         if i in starts and (i > 0 or starts[i].get("offset", 0) == 0):
-            text.append(f"▌{starts[i].get('key', '')} ", style="bold yellow")
+            text.append(f"▌{visible(starts[i].get('key', ''))} ", style="bold yellow")
         if plain and masked and not before:
             text.append("‹")
         piece = tokenizer.decode([token], skip_special_tokens=False) if tokenizer is not None else str(token)
-        piece = (piece or f"<{token}>").replace("\n", "↵")
+        piece = visible_piece(piece or f"<{token}>")
         if plain:
             text.append(piece)
         else:
@@ -106,7 +109,7 @@ def media_line(name: str, value: Any, kind: str, url: str) -> str:
         if kind == "image":
             parts.append(_image_dimensions(data) or "unreadable image")
     if path:
-        parts.append(f"path {path}")
+        parts.append(f"path {visible(path)}")
     if data is None and not path:
         parts.append("no bytes")
     return f"{name}: {', '.join(parts)} · open {url}"
@@ -134,9 +137,9 @@ def rollout_lines(value: Any) -> list[Text]:
     facts = rollout_facts(value)
     header = [f"reward {number_text(facts.reward)}", f"advantage {number_text(facts.advantage)}"]
     if facts.group_id is not None:
-        header.append(f"group {facts.group_id}")
+        header.append(f"group {visible(facts.group_id)}")
     if facts.finish_reason:
-        header.append(f"finish {facts.finish_reason}")
+        header.append(f"finish {visible(facts.finish_reason)}")
     if facts.length is not None:
         header.append(f"{facts.length:,} completion tokens")
     lines = [Text("rollout: " + " · ".join(header), style="bold")]
@@ -145,8 +148,8 @@ def rollout_lines(value: Any) -> list[Text]:
         role = str(turn.get("role", "?")) if isinstance(turn, Mapping) else "?"
         content = turn.get("content", "") if isinstance(turn, Mapping) else turn
         body = content if isinstance(content, str) else json.dumps(content, ensure_ascii=False, default=str)
-        line = Text(f"  {role}: ", style="bold cyan" if role == "assistant" else "bold")
-        line.append(body)
+        line = Text(f"  {visible(role)}: ", style="bold cyan" if role == "assistant" else "bold")
+        line.append(visible_text(body))
         lines.append(line)
     lines += [Text(f"  warning: {w}", style="yellow") for w in facts.warnings]
     return lines
@@ -156,10 +159,12 @@ def change(text: Text, old: str, new: str, *, plain: bool, arrow: bool = False) 
     """Append a replacement to ``text``: struck red and underlined green in a terminal, ``[-old-]{+new+}`` in a pipe.
 
     Either side may be empty (a pure insertion or deletion); ``arrow`` puts `` → `` between the sides in a terminal.
+    Hidden characters of either side are revealed (``app.reveal.visible_text``).
 
     >>> t = Text(); change(t, "cat", "dog", plain=True); t.plain
     '[-cat-]{+dog+}'
     """
+    old, new = visible_text(old), visible_text(new)
     if plain:
         text.append((f"[-{old}-]" if old else "") + (f"{{+{new}+}}" if new else ""))
         return

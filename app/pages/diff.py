@@ -37,6 +37,7 @@ from ..renderers.diff import (
     token_diff_view,
     value_diff_view,
 )
+from ..renderers.kinds import presentation
 from ..renderers.registry import ErrorView, View
 from ..templating import count, human_bytes
 from .common import Link
@@ -432,9 +433,10 @@ def field_panes(catalog: Catalog, cache: MediaCache, diff: VersionDiff, row: Row
     tokenizers: list[Any] = []
 
     def view(field: FieldDiff) -> View:
-        if field.kind == "image" and field.change == "changed":
+        shown_as = presentation(field.kind).diff
+        if shown_as is ImageDiffView and field.change == "changed":
             return _image_view(cache, diff, row, field.column)
-        if field.kind == "video" and field.change == "changed":
+        if shown_as is VideoDiffView and field.change == "changed":
             return _video_view(cache, diff, row, field.column)
         if field.words:
             return text_diff_view(field)

@@ -20,6 +20,7 @@ from PIL import Image
 from loaders import Catalog, DatasetVersion
 from loaders.media_files import read_media
 from loaders.errors import BatchscopeError, DecodeError, NotFound, SampleNotFound
+from loaders.kinds import PICTURE_KINDS
 from loaders.media import (
     VideoInfo,
     decode_frames,
@@ -45,8 +46,6 @@ from ..renderers.registry import ErrorView, FieldContext, View
 from ..renderers.video import video_view
 from .common import Link
 
-#: Kinds this module serves (``binary`` fields only have their stored bytes).
-MEDIA_KINDS = ("image", "video")
 MIN_SIDE, MAX_SIDE = 16, 4096
 #: The thumbnail sizes made (longest side): a ``thumb=`` in range is snapped up to one of them (the largest at most), so
 #: however many distinct values are asked for, an image is decoded and cached at these sizes only.
@@ -229,7 +228,7 @@ def frame_image(cache: MediaCache, budget: DecodeBudget, media: MediaField, inde
 
 def thumbnail_image(cache: MediaCache, budget: DecodeBudget, media: MediaField, size: int) -> bytes:
     """A thumbnail (longest side ``size``, snapped to ``THUMB_SIDES``): of the image, EXIF applied; of a video, its first frame."""
-    require_kind(media, *MEDIA_KINDS)
+    require_kind(media, *PICTURE_KINDS)
     side = check_side(size)
     if media.kind == "video":
         return frame_image(cache, budget, media, 0, size=side)
@@ -342,7 +341,7 @@ def media_page(
     ``page`` is False when the view is loaded into another page (a fragment): its scrubber then leaves that page's URL alone.
     """
     media = load_field(version, key, field)
-    require_kind(media, *MEDIA_KINDS)
+    require_kind(media, *PICTURE_KINDS)
     name = version.name
     media_url = urls.media(name, version, key, field)
     ctx = FieldContext(

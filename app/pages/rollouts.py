@@ -1,7 +1,7 @@
 """Page data of rollout groups: a dataset version's groups, one rollout's token layers, and the groups of a step's batch.
 
-The step/rank page shows ``rollout_batch_view`` (registered with
-``register_batch_view``) above its samples when the batch holds rollouts;
+The step/rank page shows ``rollout_batch_view`` (listed in
+``batch_views.BATCH_VIEWS``) above its samples when the batch holds rollouts;
 its sort and filter controls lead to ``run_rollouts_page`` with the same
 query parameters as the dataset page.
 """
@@ -22,7 +22,6 @@ from ..jsonable import html_only
 from ..renderers.registry import View
 from ..renderers.rollout import RolloutFacts, RolloutTokensView, number_text, rollout_facts, rollout_tokens
 from ..run_cache import RunCache
-from .batch_views import register_batch_view
 from .common import Link
 from .datasets import version_tokenizer
 from .rl_index import available_index, read_columns, step_column, struct_fields, version_index
@@ -301,7 +300,6 @@ class RolloutBatchView(View):
     rollouts: int = 0
 
 
-@register_batch_view
 def rollout_batch_view(batch: Batch, run: Run) -> RolloutBatchView | None:
     """The group view of a batch's rollouts, or ``None`` when it holds none."""
     versions: dict[tuple[str, str], tuple[DatasetVersion, str]] = {}

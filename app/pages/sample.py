@@ -7,6 +7,7 @@ from typing import Any
 
 from loaders import Catalog, DatasetVersion
 from loaders.errors import BatchscopeError, SampleNotFound, StorageError
+from loaders.kinds import BYTES_KINDS
 from loaders.records import Record
 
 from .. import urls
@@ -19,8 +20,6 @@ from .datasets import version_tokenizer
 from .row_sizes import check_row_groups
 from .where import OpenRun, RunReads, where_read_panel
 
-#: Kinds whose stored bytes the media endpoint serves.
-MEDIA_KINDS = ("binary", "image", "video", "audio")
 #: How many of a sample's flags its flag form lists (newest first).
 FLAGS_SHOWN = 20
 
@@ -135,7 +134,7 @@ def render_fields(
             highlight=highlight,
             full=only is not None,
             fragment_url=fragment,
-            media_url=urls.media(version.name, version, key, column) if kind in MEDIA_KINDS else None,
+            media_url=urls.media(version.name, version, key, column) if kind in BYTES_KINDS else None,
             collapse_chars=collapse_chars,
             token_threshold=token_threshold,
             where=version.where(shard, row),

@@ -10,7 +10,7 @@ import pyarrow as pa
 
 from loaders.version import DatasetVersion
 
-from ..renderers.tokens import visible_piece
+from ..reveal import visible_piece
 
 #: Footers of more shards than this are not opened for statistics (they are cheap, but not free).
 MAX_SHARDS = 256

@@ -1,5 +1,9 @@
-"""Renderers: turn field values into view models by kind (see ``registry``); later kinds add modules here."""
+"""Renderers: turn field values into view models by kind (the table is ``kinds``, rendering is ``registry``).
 
-from .registry import CellView, ErrorView, FieldContext, View, register, render_cell, render_field
+The table is imported with the package, so a field kind without a renderer fails at startup, naming it.
+"""
 
-__all__ = ["CellView", "ErrorView", "FieldContext", "View", "register", "render_cell", "render_field"]
+from . import kinds
+from .registry import CellView, ErrorView, FieldContext, View, render_cell, render_field
+
+__all__ = ["CellView", "ErrorView", "FieldContext", "View", "kinds", "render_cell", "render_field"]

@@ -18,7 +18,7 @@ from loaders.media.audio import AudioInfo, Waveform, probe_audio, waveform
 
 from ..templating import human_bytes
 from .image import image_from_value, stored_path_of, where_of
-from .registry import CellView, ErrorView, FieldContext, View, register
+from .registry import CellView, ErrorView, FieldContext, View
 
 #: Columns (and width in SVG units) of the waveform; its height.
 WAVE_WIDTH = 600
@@ -68,7 +68,6 @@ def _bytes(value: Any, ctx: FieldContext) -> tuple[bytes | None, str | None]:
     return data, (stored_path_of(value, where=where) if data is None else None)
 
 
-@register("audio")
 def audio_field(value: Any, ctx: FieldContext) -> View:
     try:
         data, path = _bytes(value, ctx)
@@ -84,7 +83,6 @@ def audio_field(value: Any, ctx: FieldContext) -> View:
     )
 
 
-@register("audio", cell=True)
 def audio_cell(value: Any, ctx: FieldContext) -> View:
     try:
         data, path = _bytes(value, ctx)

@@ -8,8 +8,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from .registry import CellView, FieldContext, View, register
-from .tokens import visible_piece
+from ..reveal import visible_piece
+from .registry import CellView, FieldContext, View
 
 MAX_NODES = 2000
 MAX_DEPTH = 64
@@ -118,7 +118,6 @@ def json_tree(value: Any, *, max_nodes: int = MAX_NODES, max_depth: int = MAX_DE
     return root, truncated
 
 
-@register("json")
 def json_field(value: Any, ctx: FieldContext) -> View:
     warning = ""
     if isinstance(value, str):
@@ -131,7 +130,6 @@ def json_field(value: Any, ctx: FieldContext) -> View:
     return JsonView(root=root, truncated=truncated, warning=warning)
 
 
-@register("*")
 def fallback_field(value: Any, ctx: FieldContext) -> View:
     if isinstance(value, (bytes, bytearray)):
         return binary_field(value, ctx)
@@ -140,12 +138,10 @@ def fallback_field(value: Any, ctx: FieldContext) -> View:
     return ScalarView(text=scalar_text(value), type=type(value).__name__)
 
 
-@register("scalar")
 def scalar_field(value: Any, ctx: FieldContext) -> View:
     return ScalarView(text=scalar_text(value), type=type(value).__name__)
 
 
-@register("binary")
 def binary_field(value: Any, ctx: FieldContext) -> View:
     data = bytes(value)
     return BinaryView(
@@ -164,16 +160,13 @@ def _summary(value: Any) -> str:
     return text if len(text) <= 120 else text[:120] + "…"
 
 
-@register("*", cell=True)
 def fallback_cell(value: Any, ctx: FieldContext) -> View:
     return CellView(text=_summary(value))
 
 
-@register("null")
 def null_field(value: Any, ctx: FieldContext) -> View:
     return ScalarView(text="null", type="null")
 
 
-@register("null", cell=True)
 def null_cell(value: Any, ctx: FieldContext) -> View:
     return CellView(text="null")

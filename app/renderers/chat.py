@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Mapping, Sequence
 
 from loaders.chat import IM_END, IM_START, TRAINED_ROLES, header_length
 
-from .registry import CellView, FieldContext, View, register
+from .registry import CellView, FieldContext, View
 from .text import TextView, text_view
 from .tokens import TokenView, _int_list, companions, token_view
 
@@ -155,14 +155,12 @@ def chat_view(messages: Sequence[Mapping[str, Any]], ctx: FieldContext) -> ChatV
     return view
 
 
-@register("chat")
 def chat_field(value: Any, ctx: FieldContext) -> View:
     if not isinstance(value, (list, tuple)):
         raise ValueError(f"expected a list of messages, got {type(value).__name__}")
     return chat_view(value, ctx)
 
 
-@register("chat", cell=True)
 def chat_cell(value: Any, ctx: FieldContext) -> View:
     messages = value if isinstance(value, list) else []
     roles = [str(m.get("role")) for m in messages if isinstance(m, Mapping)]

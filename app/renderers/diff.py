@@ -14,14 +14,13 @@ sizes.
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from loaders.diff import FieldDiff, PathChange, SeqOp, TextOp
 
-from ..templating import visible
+from ..reveal import WHITESPACE, visible_text
 from .registry import View
 from .tokens import Token, token_view
 
@@ -36,26 +35,16 @@ TOKEN_KEEP = 24
 TOKEN_CONTEXT = 8
 #: A JSON value in a path diff is cut after this many characters.
 VALUE_CHARS = 400
-#: Hidden characters (controls, bidi, zero-width) except the line feed and tab, which lay text out.
-_HIDDEN = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u00ad\u200b-\u200f\u2028-\u202e\u2060-\u2069\ufeff]")
-_WS_SYMBOLS = {" ": "·", "\t": "→", "\n": "↵\n", "\r": "␍", "\u00a0": "⍽"}
-
-
-def shown_text(text: str) -> str:
-    """Text with hidden characters as visible stand-ins, line feeds and tabs kept.
-
-    >>> shown_text("a\\u202eb\\nc")
-    'a⟨U+202E⟩b\\nc'
-    """
-    return _HIDDEN.sub(lambda m: visible(m.group()), text)
+#: Whitespace symbols of a whitespace-only change; a deleted or inserted line feed keeps its line break.
+_WS_SYMBOLS = {**WHITESPACE, "\n": WHITESPACE["\n"] + "\n"}
 
 
 def _changed_text(text: str) -> str:
     """An inserted or deleted piece: whitespace-only pieces with every character as a symbol, line feeds marked."""
-    text = shown_text(text)
+    text = visible_text(text)
     if text and text.isspace():
         return "".join(_WS_SYMBOLS.get(ch, ch) for ch in text)
-    return text.replace("\n", "↵\n")
+    return text.replace("\n", _WS_SYMBOLS["\n"])
 
 
 # -- text ---------------------------------------------------------------------
@@ -81,13 +70,13 @@ class TextDiffView(View):
 
 def _equal(text: str, *, first: bool, last: bool) -> list[Segment]:
     if len(text) <= TEXT_KEEP:
-        return [Segment("equal", shown_text(text))]
+        return [Segment("equal", visible_text(text))]
     head = "" if first else text[:TEXT_CONTEXT]
     tail = "" if last else text[-TEXT_CONTEXT:]
-    out = [Segment("equal", shown_text(head))] if head else []
+    out = [Segment("equal", visible_text(head))] if head else []
     out.append(Segment("gap", cut=len(text) - len(head) - len(tail)))
     if tail:
-        out.append(Segment("equal", shown_text(tail)))
+        out.append(Segment("equal", visible_text(tail)))
     return out
 
 
@@ -260,7 +249,7 @@ def value_text(value: Any, *, limit: int = VALUE_CHARS) -> str:
     if value is None:
         return "null"
     text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
-    text = shown_text(text)
+    text = visible_text(text)
     return text if len(text) <= limit else f"{text[:limit]}… ({len(text):,} characters)"
 
 

@@ -17,7 +17,7 @@ from markupsafe import Markup
 
 from .. import urls
 from ..svg import line_chart
-from .registry import CellView, FieldContext, View, register
+from .registry import CellView, FieldContext, View
 from .rollout import as_float, finite, number_text
 
 FRAME_FIELDS = ("frames", "frame", "observations", "observation", "obs", "images", "image", "pixels")
@@ -177,7 +177,6 @@ class EpisodeView(View):
     chart: Markup = Markup("")
 
 
-@register("episode")
 def episode_field(value: Any, ctx: FieldContext) -> View:
     facts = episode_facts(value, record=ctx.record)
     parts = urls.sample_parts(ctx.fragment_url) if ctx.fragment_url else None
@@ -211,7 +210,6 @@ def episode_field(value: Any, ctx: FieldContext) -> View:
     )
 
 
-@register("episode", cell=True)
 def episode_cell(value: Any, ctx: FieldContext) -> View:
     facts = episode_facts(value, record=ctx.record)
     text = f"{facts.length:,} steps · return {number_text(facts.total_return)}" + (f" · {facts.termination}" if facts.termination else "")

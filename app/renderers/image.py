@@ -17,7 +17,7 @@ from loaders.media import ImageInfo, image_from_value, image_info, resolve_media
 
 from .. import urls
 from ..templating import human_bytes
-from .registry import CellView, ErrorView, FieldContext, View, register
+from .registry import CellView, ErrorView, FieldContext, View
 
 #: Formats every browser shows; others are shown through a server-made rendition.
 BROWSER_FORMATS = frozenset({"PNG", "JPEG", "GIF", "WEBP"})
@@ -117,7 +117,6 @@ def image_view(data: bytes, ctx: FieldContext, *, path: str | None = None) -> Im
     )
 
 
-@register("image")
 def image_field(value: Any, ctx: FieldContext) -> View:
     where = where_of(ctx)
     try:
@@ -133,7 +132,6 @@ def image_field(value: Any, ctx: FieldContext) -> View:
         return ErrorView(message=exc.message)
 
 
-@register("image", cell=True)
 def image_cell(value: Any, ctx: FieldContext) -> View:
     where = where_of(ctx)
     try:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from .registry import CellView, FieldContext, View, register
+from .registry import CellView, FieldContext, View
 
 
 def label_text(value: Any, names: list[str] | tuple[str, ...] | Any) -> str:
@@ -33,14 +33,12 @@ class ClassLabelView(View):
     classes: int = 0
 
 
-@register("class_label")
 def class_label_field(value: Any, ctx: FieldContext) -> View:
     names = list(ctx.class_names)
     name = names[value] if isinstance(value, int) and 0 <= value < len(names) else None
     return ClassLabelView(value=value, name=name, classes=len(names))
 
 
-@register("class_label", cell=True)
 def class_label_cell(value: Any, ctx: FieldContext) -> View:
     text = label_text(value, list(ctx.class_names))
     return CellView(text=text, title=text)

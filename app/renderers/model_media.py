@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar, Mapping
 
 from .. import urls
-from .registry import CellView, ErrorView, FieldContext, View, register
+from .registry import CellView, ErrorView, FieldContext, View
 from .video import seconds
 
 #: Longest side of the original-with-box image beside a crop.
@@ -138,7 +138,6 @@ def crop_view(value: Mapping[str, Any], ctx: FieldContext) -> ModelImageView:
     )
 
 
-@register("model_frames")
 def model_frames_field(value: Any, ctx: FieldContext) -> View:
     try:
         return frames_view(value, ctx)
@@ -146,7 +145,6 @@ def model_frames_field(value: Any, ctx: FieldContext) -> View:
         return ErrorView(message=f"{ctx.where} input {ctx.column!r}: {exc}")
 
 
-@register("model_image")
 def model_image_field(value: Any, ctx: FieldContext) -> View:
     try:
         return crop_view(value, ctx)
@@ -154,13 +152,11 @@ def model_image_field(value: Any, ctx: FieldContext) -> View:
         return ErrorView(message=f"{ctx.where} input {ctx.column!r}: {exc}")
 
 
-@register("model_frames", cell=True)
 def model_frames_cell(value: Any, ctx: FieldContext) -> View:
     indices = value.get("frame_indices") if isinstance(value, Mapping) else None
     return CellView(text=f"frames {indices}" if indices is not None else "frames")
 
 
-@register("model_image", cell=True)
 def model_image_cell(value: Any, ctx: FieldContext) -> View:
     box = value.get("crop_box") if isinstance(value, Mapping) else None
     return CellView(text=f"crop {box}" if box is not None else "crop")

@@ -1,23 +1,17 @@
-"""The renderer registry: field kind → a function that turns a value into a view model a partial lays out.
+"""Rendering a field: its kind's renderer turns the value into a view model that a partial lays out.
 
-Renderers live in modules of this package and register themselves::
-
-    @register("text")
-    def text_field(value, ctx): return TextView(...)
-
-    @register("text", cell=True)      # the short form shown in a row listing
-    def text_cell(value, ctx): return CellView(...)
-
-A view model is a dataclass whose ``partial`` names the template under
-``templates/_partials/`` that lays it out. A renderer that raises never breaks
-a page: the field shows an inline error naming where the value came from.
+Renderers are functions ``(value, ctx) -> View`` in the modules of this
+package; the table of ``app.renderers.kinds`` names, for each field kind, the
+one that renders a value in full and the one that renders its short form in
+a row listing. A view model is a dataclass whose ``partial`` names the
+template under ``templates/_partials/`` that lays it out. A renderer that
+raises never breaks a page: the field shows an inline error naming where the
+value came from.
 """
 
 from __future__ import annotations
 
-import importlib
 import logging
-import pkgutil
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, ClassVar, Mapping, Sequence
 
@@ -79,45 +73,20 @@ class ErrorView(View):
 
 
 Renderer = Callable[[Any, FieldContext], View]
-_RENDERERS: dict[str, Renderer] = {}
-_CELLS: dict[str, Renderer] = {}
-_LOADED = False
-
-
-def register(kind: str, *, cell: bool = False) -> Callable[[Renderer], Renderer]:
-    """Register the renderer (or, with ``cell=True``, the listing cell) of a field kind."""
-
-    def decorate(function: Renderer) -> Renderer:
-        (_CELLS if cell else _RENDERERS)[kind] = function
-        return function
-
-    return decorate
-
-
-def load_renderers() -> None:
-    """Import every module of this package once, so their ``@register`` calls run."""
-    global _LOADED
-    if _LOADED:
-        return
-    package = importlib.import_module(__package__ or "app.renderers")
-    for module in pkgutil.iter_modules(package.__path__):
-        if module.name != "registry":
-            importlib.import_module(f"{package.__name__}.{module.name}")
-    _LOADED = True
 
 
 def kinds_with_renderers() -> list[str]:
-    """The kinds that have a renderer of their own (others use the fallback)."""
-    load_renderers()
-    return sorted(_RENDERERS)
+    """The kinds that have a renderer of their own, and ``*``, the declared fallback of any other kind."""
+    from .kinds import FALLBACK, PRESENTATIONS  # the table imports every renderer module, and they import this one
+
+    return sorted([*PRESENTATIONS, FALLBACK.kind])
 
 
-def _safe(table: dict[str, Renderer], value: Any, ctx: FieldContext) -> View:
-    load_renderers()
-    kind = "null" if value is None else ctx.kind
-    function = table.get(kind) or table.get("*")
-    if function is None:
-        return ErrorView(message=f"no renderer for kind {ctx.kind!r}")
+def _safe(cell: bool, value: Any, ctx: FieldContext) -> View:
+    from .kinds import NULL, presentation
+
+    shown = presentation(NULL if value is None else ctx.kind)
+    function = shown.cell if cell else shown.field
     try:
         return function(value, ctx)
     except Exception as exc:  # hostile data must never break the page
@@ -127,9 +96,9 @@ def _safe(table: dict[str, Renderer], value: Any, ctx: FieldContext) -> View:
 
 def render_field(value: Any, ctx: FieldContext) -> View:
     """The full view of one field value."""
-    return _safe(_RENDERERS, value, ctx)
+    return _safe(False, value, ctx)
 
 
 def render_cell(value: Any, ctx: FieldContext) -> View:
     """The listing cell of one field value."""
-    return _safe(_CELLS, value, ctx)
+    return _safe(True, value, ctx)

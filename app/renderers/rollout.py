@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Mapping, Sequence
 
 from .. import urls
 from .chat import ChatView, chat_view
-from .registry import CellView, FieldContext, View, register
+from .registry import CellView, FieldContext, View
 from .text import TextView, text_view
 from .tokens import TokenView, token_view
 
@@ -298,7 +298,6 @@ def turns_view(facts: RolloutFacts, ctx: FieldContext) -> ChatView | None:
     return chat_view(facts.turns, plain)
 
 
-@register("rollout")
 def rollout_field(value: Any, ctx: FieldContext) -> View:
     facts = rollout_facts(value)
     count = facts.length or 0
@@ -328,7 +327,6 @@ def rollout_field(value: Any, ctx: FieldContext) -> View:
     return view
 
 
-@register("rollout", cell=True)
 def rollout_cell(value: Any, ctx: FieldContext) -> View:
     facts = rollout_facts(value)
     parts = [f"reward {number_text(facts.reward)}", f"adv {number_text(facts.advantage)}"]

@@ -1,4 +1,4 @@
-"""Text: whitespace and control characters made visible, long text collapsed, search matches highlighted."""
+"""Text: whitespace and hidden characters (``app.reveal``) made visible, long text collapsed, search matches highlighted."""
 
 from __future__ import annotations
 
@@ -7,16 +7,11 @@ import unicodedata
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from .registry import FieldContext, View, register
+from ..reveal import HIDDEN_CLASS, OTHER_SPACE, WHITESPACE, is_invisible, stand_in
+from .registry import FieldContext, View
 
-#: Whitespace (and invisible formatting characters) shown as a symbol only when the reader asks.
-_WS_SYMBOLS = {" ": "·", "\t": "→", "\n": "↵", "\r": "␍", "\u00a0": "⍽", "\u2028": "⤶", "\u2029": "¶"}
-_INVISIBLE = set("\u200b\u200c\u200d\u200e\u200f\u2060\u2061\u2062\u2063\u2064\ufeff\u00ad\u034f\u180e")
-#: Characters that reorder text (bidi embeddings/overrides/isolates): never passed through, always shown as a symbol.
-_BIDI = set("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069\u061c")
-_SPECIAL = re.compile(
-    "[\\s\\x00-\\x1f\\x7f-\\x9f\u200b-\u200f\u2028-\u202e\u2060-\u2069\ufeff\u00ad\u034f\u180e\u061c\ufff9-\ufffb]+"
-)
+#: Whitespace and hidden characters: split out of the text to be shown as segments of their own.
+_SPECIAL = re.compile(f"[\\s{HIDDEN_CLASS}]+")
 SNIPPET_CHARS = 160
 
 
@@ -48,15 +43,6 @@ class TextView(View):
     prefix_cut: bool = False
 
 
-def _control_symbol(char: str) -> str:
-    code = ord(char)
-    if code < 0x20:
-        return chr(0x2400 + code)
-    if code == 0x7F:
-        return "␡"
-    return f"⟨U+{code:04X}⟩"
-
-
 def _special_segments(run: str, mark: bool) -> list[Segment]:
     out: list[Segment] = []
     ws: list[str] = []
@@ -64,18 +50,17 @@ def _special_segments(run: str, mark: bool) -> list[Segment]:
     def flush() -> None:
         if ws:
             text = "".join(ws)
-            out.append(Segment(text, "ws", "".join(_WS_SYMBOLS.get(c, "␣") if c not in _INVISIBLE else f"⟨U+{ord(c):04X}⟩" for c in text), mark=mark))
+            out.append(Segment(text, "ws", "".join(stand_in(c) if is_invisible(c) else WHITESPACE.get(c, OTHER_SPACE) for c in text), mark=mark))
             ws.clear()
 
     for char in run:
         code = ord(char)
-        printable_ws = char in _WS_SYMBOLS or char in _INVISIBLE or (unicodedata.category(char) == "Zs")
-        if printable_ws and char not in _BIDI:
+        if char in WHITESPACE or is_invisible(char) or unicodedata.category(char) == "Zs":
             ws.append(char)
             continue
         flush()
         name = unicodedata.name(char, "control character")
-        out.append(Segment(_control_symbol(char), "ctl", title=f"U+{code:04X} {name}", mark=mark))
+        out.append(Segment(stand_in(char), "ctl", title=f"U+{code:04X} {name}", mark=mark))
     flush()
     return out
 
@@ -148,11 +133,9 @@ def snippet_view(text: str, highlight: str | None = None, width: int = SNIPPET_C
     )
 
 
-@register("text")
 def text_field(value: Any, ctx: FieldContext) -> View:
     return text_view(value if isinstance(value, str) else str(value), ctx)
 
 
-@register("text", cell=True)
 def text_cell(value: Any, ctx: FieldContext) -> View:
     return snippet_view(value if isinstance(value, str) else str(value), ctx.highlight)

@@ -6,7 +6,8 @@ import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Mapping, Sequence
 
-from .registry import CellView, FieldContext, View, register
+from ..reveal import visible_piece
+from .registry import CellView, FieldContext, View
 
 if TYPE_CHECKING:
     from tokenizers import Tokenizer
@@ -14,7 +15,6 @@ if TYPE_CHECKING:
 HEAT_LEVELS = 8
 #: At most this many tokens are laid out (a million-token value would make a page of over 100 MB); the JSON twin has all.
 MAX_SHOWN_TOKENS = 16_384
-_PIECE_SYMBOLS = {"\n": "↵", "\t": "→", "\r": "␍"}
 #: Columns that describe a token column rather than being one.
 POSITION_COLUMNS = ("position_ids", "positions", "pos_ids")
 DOC_SPAN_COLUMNS = ("doc_spans", "document_spans", "documents")
@@ -93,26 +93,6 @@ class PieceCache:
             piece = self.piece(token_id)
             found = self._shown[token_id] = (visible_piece(piece), repr(piece))
         return found
-
-
-def visible_piece(piece: str) -> str:
-    """A piece with newlines, tabs and control characters shown as symbols.
-
-    >>> visible_piece("a\\nb")
-    'a↵b'
-    """
-    out = []
-    for char in piece:
-        code = ord(char)
-        if char in _PIECE_SYMBOLS:
-            out.append(_PIECE_SYMBOLS[char])
-        elif code < 0x20:
-            out.append(chr(0x2400 + code))
-        elif code == 0x7F or 0x80 <= code <= 0x9F or 0x202A <= code <= 0x202E or 0x2066 <= code <= 0x2069:
-            out.append(f"⟨U+{code:04X}⟩")
-        else:
-            out.append(char)
-    return "".join(out)
 
 
 def _float(value: Any) -> float | None:
@@ -295,7 +275,6 @@ def is_companion(column: str) -> bool:
     return column.lower() in POSITION_COLUMNS + SEGMENT_COLUMNS
 
 
-@register("tokens")
 def tokens_field(value: Any, ctx: FieldContext) -> View:
     ids = _int_list(value)
     if ids is None:
@@ -309,17 +288,12 @@ def tokens_field(value: Any, ctx: FieldContext) -> View:
     return token_view(ids, tokenizer=ctx.tokenizer, **companions(ctx, len(ids)))
 
 
-@register("tokens", cell=True)
 def tokens_cell(value: Any, ctx: FieldContext) -> View:
     ids = _int_list(value) or []
     head = " ".join(str(i) for i in ids[:8])
     return CellView(text=f"{len(ids):,} tokens", title=head + (" …" if len(ids) > 8 else ""))
 
 
-@register("mask")
-@register("labels")
-@register("mask", cell=True)
-@register("labels", cell=True)
 def per_token_cell(value: Any, ctx: FieldContext) -> View:
     items = value if isinstance(value, list) else []
     if ctx.kind == "mask":

@@ -20,7 +20,7 @@ from loaders.media import VideoInfo, probe
 from .. import urls
 from ..templating import human_bytes
 from .image import fit, stored_path_of, where_of
-from .registry import CellView, ErrorView, FieldContext, View, register
+from .registry import CellView, ErrorView, FieldContext, View
 
 #: Frames in a filmstrip over the whole clip.
 STRIP_FRAMES = 10
@@ -175,7 +175,6 @@ def _stored_path(value: Any, ctx: FieldContext) -> str | ErrorView:
     return path
 
 
-@register("video")
 def video_field(value: Any, ctx: FieldContext) -> View:
     data = _inline(value)
     if data is None:
@@ -190,7 +189,6 @@ def video_field(value: Any, ctx: FieldContext) -> View:
         return ErrorView(message=exc.message)
 
 
-@register("video", cell=True)
 def video_cell(value: Any, ctx: FieldContext) -> View:
     thumb = urls.add_query(ctx.media_url, thumb=urls.THUMBNAIL_SIDE) if ctx.media_url else None
     href = urls.view_of(ctx.media_url) if ctx.media_url else None

@@ -1,1 +1,1 @@
-"""One router per resource; the app factory includes every module here that defines ``router``."""
+"""One router per resource; the app factory includes those listed in ``app.factory.ROUTER_MODULES``."""

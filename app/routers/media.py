@@ -18,6 +18,7 @@ from fastapi.responses import Response, StreamingResponse
 
 from loaders import storage
 from loaders.errors import SampleNotFound
+from loaders.kinds import MEDIA_KINDS
 from loaders.media import media_type
 
 from .. import urls
@@ -26,7 +27,6 @@ from ..deps import CatalogDep
 from ..errors import ERROR_RESPONSES, error_response
 from ..media_cache import MediaCache, etag, media_cache_dependency
 from ..pages.media import (
-    MEDIA_KINDS,
     MediaField,
     boxed_image,
     frame_image,
@@ -181,7 +181,7 @@ def _original(request: Request, media: MediaField) -> Response:
     if data is not None:
         tag = '"' + hashlib.sha256(data).hexdigest()[:40] + '"'
         return ranged(request, size=len(data), read=lambda o, n: data[o : o + n], tag=tag, filename=filename)
-    path = media.stored_path() if media.kind in (*MEDIA_KINDS, "audio") else None
+    path = media.stored_path() if media.kind in MEDIA_KINDS else None
     if path is None:
         raise SampleNotFound(f"{media.version.where(media.shard, media.row)} field {media.field!r} holds no stored bytes")
     if media.version.manifest.media_files is not None:  # checked bytes, tagged by their registered content

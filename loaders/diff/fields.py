@@ -17,6 +17,7 @@ import math
 import re
 from typing import Any, Iterable, Mapping, Sequence
 
+from ..kinds import DIFF_JSON, DIFF_MEDIA, DIFF_PATHS, DIFF_SEQUENCE, kinds_where
 from ..records import content_key
 from .model import FieldDiff, PathChange, SeqOp, TextOp
 
@@ -26,9 +27,10 @@ MAX_ALIGN = 20_000
 MAX_PATHS = 200
 _WORD = re.compile(r"\w+|\s+|[^\w\s]+", re.UNICODE)
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-_SEQUENCE_KINDS = {"tokens", "mask", "labels"}
-_STRUCTURED_KINDS = {"chat", "json", "rollout", "episode"}
-_MEDIA_KINDS = {"image", "video", "audio"}
+_SEQUENCE_KINDS = frozenset(kinds_where(diff=DIFF_SEQUENCE))
+_STRUCTURED_KINDS = frozenset(kinds_where(diff=DIFF_PATHS) + kinds_where(diff=DIFF_JSON))
+_JSON_KINDS = frozenset(kinds_where(diff=DIFF_JSON))
+_MEDIA_KINDS = frozenset(kinds_where(diff=DIFF_MEDIA))
 
 
 def same(a: Any, b: Any) -> bool:
@@ -61,7 +63,7 @@ def field_diff(column: str, kind: str, before: Any, after: Any) -> FieldDiff:
         return FieldDiff(column, kind, change, before=_summary(kind, before), after=_summary(kind, after))
     if kind in _MEDIA_KINDS:
         return FieldDiff(column, kind, change, before=media_summary(before), after=media_summary(after))
-    if kind == "json" and isinstance(before, str) and isinstance(after, str):
+    if kind in _JSON_KINDS and isinstance(before, str) and isinstance(after, str):
         parsed = _parse_json(before), _parse_json(after)
         if parsed[0] is not _INVALID and parsed[1] is not _INVALID:
             paths, truncated = struct_paths(parsed[0], parsed[1], column)

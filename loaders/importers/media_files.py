@@ -17,10 +17,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..errors import RegistrationError
-from ..kinds import infer_kinds
-
-#: Kinds whose ``{bytes, path}`` values may point at files.
-PATH_MEDIA_KINDS = ("image", "video", "audio")
+from ..kinds import MEDIA_KINDS, infer_kinds
 
 
 def _is_bytes_path(type_: pa.DataType) -> bool:
@@ -41,7 +38,7 @@ class MediaFiles:
         self, schema: pa.Schema, *, copy: bool, root: str | None, kinds: Mapping[str, str] | None = None
     ) -> None:
         resolved = infer_kinds(schema, kinds)
-        self.columns = [f.name for f in schema if resolved[f.name] in PATH_MEDIA_KINDS and _is_bytes_path(f.type)]
+        self.columns = [f.name for f in schema if resolved[f.name] in MEDIA_KINDS and _is_bytes_path(f.type)]
         self.copy = copy
         self.root = os.path.realpath(root) if root is not None else None
 

@@ -135,3 +135,20 @@ def test_piped_diff_marks_deletions_and_insertions(catalog: Catalog) -> None:
     assert done.returncode == 1, done.stderr
     assert "text: the [-cat-]{+dog+} sat" in done.stdout
     assert "ids: @1:3 [-6 7-]{+9+}" in done.stdout
+
+
+def test_show_summarizes_audio_and_reveals_hidden_characters(tmp_path: Path) -> None:
+    from tests.support.peers import wav
+
+    catalog = Catalog(str(tmp_path / "catalog"))
+    voice = {"bytes": wav(), "path": "hello.wav"}
+    table = pa.table({"id": ["v0"], "voice": [voice], "note": ["red \x1b[31malert\x07 \u202eevil"]})
+    catalog.register("voices", write_parquet(table, tmp_path / "src"), key="id", tag="v1", kinds={"voice": "audio"})
+    catalog.create_run("listen", ReadPlan([Source("voices@v1")], seed=1, global_batch_size=1, steps=1, streams=1))
+    done = _cli("show", "listen", "--step", "0", "--root", catalog.root)
+    assert done.returncode == 0, done.stderr
+    version = catalog.resolve("voices@v1")
+    media = BASE + urls.media("voices", version, "v0", "voice")
+    assert f"voice: audio, {len(voice['bytes']):,} bytes, path hello.wav · open {media}" in _lines(done.stdout)
+    assert "note: red ␛[31malert␇ ⟨U+202E⟩evil" in _lines(done.stdout)
+    assert "\x1b" not in done.stdout and "\u202e" not in done.stdout and "b'" not in done.stdout
