@@ -22,6 +22,15 @@ from .security import HEADERS
 log = logging.getLogger("batchscope.app")
 
 
+class BadQuery(BatchscopeError):
+    """A request parameter the inspector cannot answer (an unknown sort, a filter or column that does not apply, a malformed value).
+
+    The message names the parameter, the value and what is allowed. ``InvalidPlan`` stays the read path's: a read plan out of range.
+    """
+
+    status = 422
+
+
 class ErrorBody(BaseModel):
     """The JSON every error answers with."""
 

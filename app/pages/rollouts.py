@@ -14,10 +14,11 @@ from typing import Any, ClassVar
 import numpy as np
 
 from loaders import Batch, Catalog, DatasetVersion, Run
-from loaders.errors import InvalidPlan, RankOutOfRange
+from loaders.errors import RankOutOfRange
 from loaders.records import table_records
 
 from .. import urls
+from ..errors import BadQuery
 from ..jsonable import html_only
 from ..renderers.registry import View
 from ..renderers.rollout import RolloutFacts, RolloutTokensView, number_text, rollout_facts, rollout_tokens
@@ -43,10 +44,10 @@ def rollout_column(version: DatasetVersion, column: str | None) -> str:
     found = rollout_columns(version)
     if column is None:
         if not found:
-            raise InvalidPlan(f"{version.ref} has no rollout column (kinds: {', '.join(f'{c}={k}' for c, k in version.kinds.items())})")
+            raise BadQuery(f"{version.ref} has no rollout column (kinds: {', '.join(f'{c}={k}' for c, k in version.kinds.items())})")
         return found[0]
     if column not in found:
-        raise InvalidPlan(f"column {column!r} of {version.ref} is not a rollout column (rollout columns: {', '.join(found) or 'none'})")
+        raise BadQuery(f"column {column!r} of {version.ref} is not a rollout column (rollout columns: {', '.join(found) or 'none'})")
     return column
 
 
