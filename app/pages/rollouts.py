@@ -14,7 +14,6 @@ from typing import Any, ClassVar
 import numpy as np
 
 from loaders import Batch, Catalog, DatasetVersion, Run
-from loaders.errors import RankOutOfRange
 from loaders.records import table_records
 
 from .. import urls
@@ -24,7 +23,7 @@ from ..renderers.registry import View
 from ..renderers.rollout import RolloutFacts, RolloutTokensView, number_text, rollout_facts, rollout_tokens
 from ..run_cache import RunCache
 from .batch_views import register_batch_view
-from .common import Link
+from .common import Link, check_rank
 from .datasets import version_tokenizer
 from .rl_index import available_index, read_columns, step_column, struct_fields, version_index
 from .rl_query import RolloutIndex, RolloutQuery, facts_of
@@ -343,9 +342,7 @@ def run_rollouts_page(
     """The rollout groups one rank (or, with ``rank=None``, every rank) consumed at ``step``."""
     run = runs.run(catalog, name)
     run.check_step(step)
-    world_size = run.world_size_at(step)
-    if rank is not None and not 0 <= rank < world_size:
-        raise RankOutOfRange(f"rank {rank} is not below the world size {world_size} in force at step {step} of run {name}")
+    world_size = run.world_size_at(step) if rank is None else check_rank(run, step, rank)
     ranks = [rank] if rank is not None else list(range(world_size))
     entries: list[Entry] = []
     versions: dict[tuple[str, str], tuple[DatasetVersion, str]] = {}
