@@ -15,13 +15,13 @@ from loaders.media import image_info, pixel_diff
 from .. import urls
 from ..deps import CatalogDep, SettingsDep
 from ..errors import ERROR_RESPONSES
-from ..media_cache import etag
+from ..http_semantics import etag, immutable, not_modified
 from ..pages.diff import b_spec, diff_page, diff_row_page, resolve_pair
 from ..pages.media import MediaRequestError, load_field, require_kind
 from ..responses import VARY, respond
 from ..routing import canonical, page
 from ..settings import Settings
-from .media import IMMUTABLE, MediaDep, if_none_match, immutable
+from .media import MediaDep
 
 router = APIRouter(tags=["diff"])
 
@@ -98,8 +98,9 @@ def heatmap(
         return _redirect(request, urls.diff_heatmap(name, a.id, b_spec(name, b), key, field))
     other = b_key if b_key is not None else key
     tag = etag("diff-heatmap", a.id, b.id, key, other, field)
-    if if_none_match(request, tag):
-        return Response(status_code=304, headers={"ETag": tag, "Cache-Control": IMMUTABLE})
+    cached = not_modified(request, tag)
+    if cached is not None:
+        return cached
 
     def make() -> bytes:
         first, second = load_field(a, key, field), load_field(b, other, field)

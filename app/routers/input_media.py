@@ -25,11 +25,12 @@ from loaders.media import encode_png
 
 from ..deps import CatalogDep, RunsDep
 from ..errors import ERROR_RESPONSES
-from ..media_cache import MediaCache, etag
+from ..http_semantics import etag, immutable
+from ..media_cache import MediaCache
 from ..pages.common import check_rank
 from ..pages.media import MediaRequestError
 from ..run_cache import RunCache
-from .media import MediaDep, immutable
+from .media import MediaDep
 
 router = APIRouter(tags=["media"], responses=ERROR_RESPONSES)
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import replace
 from typing import Annotated
 
@@ -15,6 +14,7 @@ from loaders.media import media_type
 from .. import urls
 from ..deps import CatalogDep, RunsDep, SettingsDep
 from ..errors import ERROR_RESPONSES
+from ..http_semantics import content_tag, immutable
 from ..pages.episodes import episode_frame, episode_page, episodes_page
 from ..pages.rl_query import RolloutQuery
 from ..settings import Settings
@@ -25,7 +25,6 @@ from .datasets import resolve
 
 router = APIRouter(tags=["rl"], responses=ERROR_RESPONSES)
 
-IMMUTABLE = "public, max-age=31536000, immutable"
 Column = Annotated[str | None, Query(max_length=1000, description="The rollout/episode column (default: the first of its kind).")]
 KeyParam = Annotated[str | None, Query(alias="key", max_length=100_000, description="The key, for keys that cannot be a path segment.")]
 
@@ -162,12 +161,5 @@ def frame(
     if isinstance(found, Response):
         return found
     data = episode_frame(found, key, column=column or None, t=t)
-    etag = '"' + hashlib.sha256(data).hexdigest()[:40] + '"'
-    headers = {"ETag": etag, "Cache-Control": IMMUTABLE}
-    if etag in [tag.strip() for tag in request.headers.get("if-none-match", "").split(",")]:
-        return Response(status_code=304, headers=headers)
-    kind = media_type(data)
-    if not kind.startswith("image/"):
-        headers["Content-Disposition"] = f'attachment; filename="frame-{t}.bin"'
-    return Response(data, media_type=kind, headers=headers)
+    return immutable(request, content_tag(data), lambda: data, sniff=media_type, filename=f"frame-{t}.bin")
 
