@@ -1,8 +1,10 @@
-"""HTTP for addresses that never change: immutable caching, ``If-None-Match`` and byte ``Range``s.
+"""HTTP for addresses that never change: versions named by id, immutable caching, ``If-None-Match`` and byte ``Range``s.
 
-Answers under a URL that names a version by id are cacheable forever
-(``IMMUTABLE``), revalidated by ``If-None-Match`` (``not_modified``), and
-stored bytes honour ``Range`` (``ranged``) so a browser can seek in a clip.
+A tag or id prefix in a dataset URL answers ``307`` to the same URL with the
+full version id (``VersionDep``), so what a link shows can never move.
+Answers under such a URL are cacheable forever (``IMMUTABLE``), revalidated
+by ``If-None-Match`` (``not_modified``), and stored bytes honour ``Range``
+(``ranged``) so a browser can seek in a clip.
 
 >>> if_none_match('W/"a", "b"', '"a"'), byte_range("bytes=-10", 100)
 (True, (90, 99))
@@ -13,14 +15,21 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from typing import Any, Callable, Iterator, Literal
+from typing import Annotated, Any, Callable, Iterator, Literal
 
-from fastapi import Request
+from fastapi import Depends, Query, Request
 from fastapi.responses import Response, StreamingResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from loaders import DatasetVersion
+from loaders.catalog import check_name
 from loaders.media import media_type
 
+from . import urls
+from .deps import CatalogDep
 from .errors import error_response
+from .responses import VARY
+from .routing import canonical
 
 #: ``Cache-Control`` of an answer whose URL names immutable content.
 IMMUTABLE = "public, max-age=31536000, immutable"
@@ -226,3 +235,42 @@ def ranged(request: Request, *, size: int, read: Callable[[int, int], bytes], ta
     if end - start + 1 <= CHUNK:
         return Response(read(start, end - start + 1) if size else b"", status_code=status, media_type=media, headers=headers)
     return StreamingResponse(chunks(), status_code=status, media_type=media, headers=headers)
+
+
+# -- addresses ------------------------------------------------------------------------
+class Moved(StarletteHTTPException):
+    """Raised where a response cannot be returned (a dependency): ``307`` to ``url``, the same request at its canonical address."""
+
+    def __init__(self, url: str) -> None:
+        super().__init__(307, headers={"Location": url, **VARY})
+
+
+def same_request_at(request: Request, url: str) -> Moved:
+    """:class:`Moved` to ``url``'s path (under ``/api`` when the request was), the request's query kept."""
+    return Moved(canonical(request, url.split("?")[0]))
+
+
+def version_ref(request: Request, catalog: CatalogDep, name: str, version: str) -> DatasetVersion:
+    """The version ``{version}`` of dataset ``{name}`` names (a tag, an id prefix or the id).
+
+    Anything but the full id answers ``307`` to the same URL with the id, so a copied link keeps showing the same bytes.
+    """
+    check_name("dataset", name)
+    found = catalog.resolve(f"{name}@{version}")
+    if version != found.id:
+        path = urls.route_path(request.scope["route"].path, {**request.path_params, "version": found.id})  # under /api when asked there
+        query = request.url.query
+        raise Moved(f"{path}?{query}" if query else path)
+    return found
+
+
+def sample_key(
+    key: str,
+    key_param: Annotated[str | None, Query(alias="key", max_length=100_000, description="The key, for keys that cannot be a path segment.")] = None,
+) -> str:
+    """The ``{key}`` path segment, or ``?key=`` when the segment is empty (keys that cannot be a path segment, see ``app.urls``)."""
+    return key_param if key == "" and key_param is not None else key
+
+
+VersionDep = Annotated[DatasetVersion, Depends(version_ref)]
+KeyDep = Annotated[str, Depends(sample_key)]

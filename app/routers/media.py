@@ -18,11 +18,10 @@ from fastapi.responses import Response
 from loaders import storage
 from loaders.errors import SampleNotFound
 
-from .. import urls
 from ..decode_budget import DecodeBudget, decode_budget_dependency
 from ..deps import CatalogDep
 from ..errors import ERROR_RESPONSES
-from ..http_semantics import content_tag, etag, immutable, not_modified, ranged
+from ..http_semantics import KeyDep, VersionDep, content_tag, etag, immutable, not_modified, ranged
 from ..media_cache import MediaCache, media_cache_dependency
 from ..pages.media import (
     MEDIA_KINDS,
@@ -37,13 +36,11 @@ from ..pages.media import (
 )
 from ..responses import respond, wants_fragment
 from ..routing import page
-from .datasets import resolve
 
 router = APIRouter(tags=["media"], responses=ERROR_RESPONSES)
 
 MediaDep = Annotated[MediaCache, Depends(media_cache_dependency)]
 BudgetDep = Annotated[DecodeBudget, Depends(decode_budget_dependency)]
-KeyParam = Annotated[str | None, Query(alias="key", description="The key, for keys that cannot be a path segment.")]
 FieldParam = Annotated[str, Query(max_length=1000, description="The column whose media to send.")]
 
 
@@ -82,14 +79,11 @@ def _original(request: Request, media: MediaField) -> Response:
 @router.get("/media/datasets/{name}/versions/{version}/samples/{key:path}", summary="A field's stored bytes, a thumbnail or a frame")
 def field_bytes(
     request: Request,
-    name: str,
-    version: str,
-    key: str,
-    catalog: CatalogDep,
+    version: VersionDep,
+    key: KeyDep,
     cache: MediaDep,
     budget: BudgetDep,
     field: FieldParam,
-    key_param: KeyParam = None,
     thumb: Annotated[
         int | None,
         Query(description="Longest side of a thumbnail (16-4096, made at the next of 64, 128, 160, 256, 512, 1024, 2048); of a video, its first frame."),
@@ -97,20 +91,15 @@ def field_bytes(
     frame: Annotated[int | None, Query(ge=0, description="Frame index of a video: that frame as JPEG.")] = None,
     box: Annotated[str | None, Query(max_length=100, description="left,top,right,bottom: the image with this box outlined.")] = None,
 ) -> Response:
-    if key == "" and key_param is not None:
-        key = key_param
-    found = resolve(request, catalog, name, version, lambda v: urls.media(name, v, key, field))
-    if isinstance(found, Response):
-        return found
     if thumb is None and frame is None and box is None:
-        return _original(request, load_field(found, key, field))
+        return _original(request, load_field(version, key, field))
     if thumb is not None:
         thumb = check_side(thumb)  # one of the fixed sizes, so the cache and the ETag are shared by every value near it
-    tag = etag("made", found.id, key, field, thumb, frame, box)
+    tag = etag("made", version.id, key, field, thumb, frame, box)
     cached = not_modified(request, tag)
     if cached is not None:
         return cached
-    media = load_field(found, key, field)
+    media = load_field(version, key, field)
     if box is not None:
         rectangle = parse_box(box)
         return immutable(request, tag, lambda: boxed_image(cache, budget, media, rectangle, size=thumb))
@@ -123,21 +112,14 @@ def field_bytes(
 @page(router, "/view/datasets/{name}/versions/{version}/samples/{key:path}", summary="One image or video field, at a frame")
 def media_view(
     request: Request,
-    name: str,
-    version: str,
-    key: str,
+    version: VersionDep,
+    key: KeyDep,
     catalog: CatalogDep,
     cache: MediaDep,
     budget: BudgetDep,
     field: FieldParam,
-    key_param: KeyParam = None,
     frame: Annotated[int | None, Query(ge=0, description="Open a video on this frame.")] = None,
     t: Annotated[float | None, Query(ge=0, description="Open a video on the frame shown at this many seconds.")] = None,
 ) -> Response:
-    if key == "" and key_param is not None:
-        key = key_param
-    found = resolve(request, catalog, name, version, lambda v: urls.media_view(name, v, key, field))
-    if isinstance(found, Response):
-        return found
-    data = media_page(catalog, cache, budget, found, key, field, frame=frame, t=t, page=not wants_fragment(request))
+    data = media_page(catalog, cache, budget, version, key, field, frame=frame, t=t, page=not wants_fragment(request))
     return respond(request, data, template="video.html" if data.kind == "video" else "image.html", block="media")

@@ -1,4 +1,4 @@
-"""HTTP semantics (RFC 9110) of the inspector: If-None-Match lists and weak tags, byte ranges."""
+"""HTTP semantics (RFC 9110) of the inspector: If-None-Match lists and weak tags, byte ranges, version refs that redirect to the id."""
 
 from __future__ import annotations
 
@@ -147,3 +147,34 @@ def test_if_none_match_lists_and_weak_tags_revalidate(client: TestClient, blob: 
         assert response.status_code == 304 and response.content == b"", header
         assert response.headers["etag"] == tag and response.headers["cache-control"] == IMMUTABLE
     assert client.get(url, headers={"If-None-Match": '"old"'}).status_code == 200
+
+
+# -- a version ref in the URL ------------------------------------------------------------
+PAGE, MEDIA = [lambda u: u, urls.api], [lambda u: u]  # a page also answers under /api; media do not
+
+
+@pytest.mark.parametrize(
+    "builder, twins",
+    [
+        (lambda v: urls.sample("docs", v, ".."), PAGE),  # a key that travels as ?key=
+        (lambda v: urls.sample("docs", v, "a/b c?#%"), PAGE),
+        (lambda v: urls.media_view("docs", v, "doc-1", "blob"), PAGE),
+        (lambda v: urls.rollout_groups("docs", v, sort="-reward"), PAGE),
+        (lambda v: urls.media("docs", v, "doc-1", "blob"), MEDIA),
+        (lambda v: urls.episode_frame("docs", v, "a/b", t=3), MEDIA),
+    ],
+)
+def test_a_ref_redirects_to_the_same_url_with_the_id(client: TestClient, inspector_catalog: Catalog, builder, twins) -> None:
+    full = inspector_catalog.resolve("docs@v1").id
+    for ref in ("v1", full[:8]):
+        for wrap in twins:
+            response = client.get(wrap(builder(ref)))
+            assert response.status_code == 307 and response.content == b""
+            assert response.headers["location"] == wrap(builder(full)) and response.headers["vary"] == "HX-Request"
+
+
+def test_a_bad_ref_answers_before_the_page(client: TestClient) -> None:
+    missing = client.get(urls.api(urls.sample("docs", "v9", "doc-1")))
+    assert missing.status_code == 404 and "v9" in missing.json()["error"]
+    bad = client.get(urls.api(urls.sample("bad name!", "v1", "doc-1")))
+    assert bad.status_code == 422 and bad.json()["error"].startswith("invalid dataset name")
