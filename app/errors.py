@@ -8,7 +8,7 @@ from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import HTMLResponse, JSONResponse, Response
+from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 from pydantic import BaseModel, ValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
@@ -20,6 +20,15 @@ from .responses import VARY, wants_fragment, wants_json
 from .security import HEADERS
 
 log = logging.getLogger("batchscope.app")
+
+
+class BadQuery(BatchscopeError):
+    """A request parameter the inspector cannot answer (an unknown sort, a filter or column that does not apply, a malformed value).
+
+    The message names the parameter, the value and what is allowed. ``InvalidPlan`` stays the read path's: a read plan out of range.
+    """
+
+    status = 422
 
 
 class ErrorBody(BaseModel):
@@ -93,12 +102,15 @@ async def _validation_error(request: Request, exc: Exception) -> Response:
 
 async def _http_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, StarletteHTTPException)
+    headers = dict(exc.headers or {})
+    if 300 <= exc.status_code < 400 and "Location" in headers:  # a dependency redirecting (``app.http_semantics.Moved``)
+        return RedirectResponse(headers.pop("Location"), status_code=exc.status_code, headers=headers)
     message = str(exc.detail)
     if exc.status_code == 404 and message == "Not Found":
         message = f"no page at {request.url.path}"
     elif exc.status_code == 405:
         message = f"{request.method} is not allowed on {request.url.path}"
-    return error_response(request, message, exc.status_code, dict(exc.headers or {}))
+    return error_response(request, message, exc.status_code, headers)
 
 
 async def _out_of_memory(request: Request, exc: Exception) -> Response:

@@ -17,8 +17,6 @@ b'webp bytes'
 
 from __future__ import annotations
 
-import hashlib
-import json
 import threading
 import weakref
 from dataclasses import dataclass
@@ -130,12 +128,3 @@ async def media_cache_dependency(request: Request) -> MediaCache:
     """``media_cache`` as a request dependency (async, so resolving it needs no worker thread)."""
     return media_cache(request)
 
-
-def etag(*parts: Any) -> str:
-    """A strong ETag (quoted) naming immutable content by its address.
-
-    >>> etag("thumb", "0123abcd", "img-1", "image", 256)[:3]
-    '"m-'
-    """
-    text = json.dumps(parts, separators=(",", ":"), default=str)
-    return '"m-' + hashlib.sha256(text.encode()).hexdigest()[:40] + '"'

@@ -15,6 +15,7 @@ segment (``.``, ``..``), that are empty or that hold a line feed travel as
 
 from __future__ import annotations
 
+import re
 from typing import Any, Protocol, Union
 from urllib.parse import quote, urlencode
 
@@ -56,6 +57,15 @@ def add_query(url: str, **params: Any) -> str:
     if not pairs:
         return url
     return f"{url}{'&' if '?' in url else '?'}{urlencode(pairs)}"
+
+
+def route_path(template: str, params: dict[str, Any]) -> str:
+    """A route's path ``template`` with every ``{param}`` (or ``{param:convertor}``) filled in, percent-encoded as every builder here does.
+
+    >>> route_path("/datasets/{name}/versions/{version}/samples/{key:path}", {"name": "web", "version": "0123", "key": "a/b"})
+    '/datasets/web/versions/0123/samples/a%2Fb'
+    """
+    return re.sub(r"\{(\w+)(?::\w+)?\}", lambda match: _q(params[match.group(1)]), template)
 
 
 def api(url: str) -> str:

@@ -1,8 +1,14 @@
-"""Small dataclasses every page uses: links, breadcrumbs and cursor pagers."""
+"""What every page uses: links, breadcrumbs, cursor pagers, and the check of a ``(step, rank)`` address."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from loaders.errors import RankOutOfRange
+
+if TYPE_CHECKING:
+    from loaders import Run
 
 
 @dataclass(frozen=True)
@@ -23,3 +29,12 @@ class Pager:
     next: str | None = None
     last: str | None = None
     summary: str = ""
+
+
+def check_rank(run: Run, step: int, rank: int) -> int:
+    """The world size in force at ``step`` of ``run``, once ``step`` is one of its steps and ``rank`` is below that world size."""
+    run.check_step(step)
+    world_size = run.world_size_at(step)
+    if not 0 <= rank < world_size:
+        raise RankOutOfRange(f"rank {rank} is not below the world size {world_size} in force at step {step} of run {run.name}")
+    return world_size

@@ -7,10 +7,11 @@ from typing import Any
 
 from loaders import Catalog, DatasetVersion
 from loaders.catalog import check_name
-from loaders.errors import InvalidPlan, TokenizerNotFound
+from loaders.errors import TokenizerNotFound
 
 from .. import urls
 from ..decode_budget import DecodeBudget
+from ..errors import BadQuery
 from ..jsonable import html_only
 from ..templating import count
 from ..renderers.registry import FieldContext, View, render_cell
@@ -258,13 +259,13 @@ def rows_block(
 ) -> RowsBlock:
     """One page of rows, by cursor or by search."""
     if start is not None and end is not None:
-        raise InvalidPlan(f"give start ({start}) or end ({end}), not both")
+        raise BadQuery(f"give start ({start}) or end ({end}), not both")
     columns = [f.name for f in version.schema]
     search_columns = searchable(version)
     if q:
         column = column or (search_columns[0] if search_columns else None)
         if column is None:
-            raise InvalidPlan(f"{version.ref} has no text column to search")
+            raise BadQuery(f"{version.ref} has no text column to search")
         found = search(version, column=column, query=q, start=start, end=end, size=page_size, seconds=search_seconds, budget=budget)
     else:
         found = page_at(version, start=start, end=end, size=page_size, budget=budget)

@@ -24,6 +24,7 @@ from loaders.errors import BatchscopeError, NotFound
 from loaders.media import ImageInfo, image_info
 
 from .. import urls
+from ..errors import BadQuery
 from ..jsonable import html_only
 from ..media_cache import MediaCache
 from ..renderers.diff import (
@@ -47,10 +48,8 @@ from .media import MediaField, load_field, video_info
 log = logging.getLogger("batchscope.app")
 
 
-class MalformedDiff(BatchscopeError):
+class MalformedDiff(BadQuery):
     """A diff URL whose ``{a}..{b}`` part is not two versions."""
-
-    status = 422
 
 
 class ChangeNotFound(NotFound):

@@ -16,9 +16,10 @@ import pyarrow as pa
 from markupsafe import Markup
 
 from loaders import Catalog, DatasetVersion
-from loaders.errors import InvalidPlan, SampleNotFound
+from loaders.errors import SampleNotFound
 
 from .. import urls
+from ..errors import BadQuery
 from ..jsonable import html_only
 from ..renderers.episode import EpisodeFacts, action_ticks, action_value, episode_facts, episode_fields
 from ..renderers.rollout import number_text
@@ -34,10 +35,10 @@ def episode_column(version: DatasetVersion, column: str | None) -> str:
     found = [c for c in version.schema.names if version.kinds.get(c) == "episode"]
     if column is None:
         if not found:
-            raise InvalidPlan(f"{version.ref} has no episode column (kinds: {', '.join(f'{c}={k}' for c, k in version.kinds.items())})")
+            raise BadQuery(f"{version.ref} has no episode column (kinds: {', '.join(f'{c}={k}' for c, k in version.kinds.items())})")
         return found[0]
     if column not in found:
-        raise InvalidPlan(f"column {column!r} of {version.ref} is not an episode column (episode columns: {', '.join(found) or 'none'})")
+        raise BadQuery(f"column {column!r} of {version.ref} is not an episode column (episode columns: {', '.join(found) or 'none'})")
     return column
 
 
@@ -84,7 +85,7 @@ class EpisodesPage:
 def _order(index: pa.Table, sort: str) -> np.ndarray:
     key = sort.lstrip("-")
     if key not in SORTS:
-        raise InvalidPlan(f"sort {sort!r} is not one of {', '.join(SORTS)} (prefix - for descending)")
+        raise BadQuery(f"sort {sort!r} is not one of {', '.join(SORTS)} (prefix - for descending)")
     rows = index.column("row").to_numpy()
     if key == "index":
         order = np.argsort(rows, kind="stable")

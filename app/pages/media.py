@@ -19,7 +19,7 @@ from PIL import Image
 
 from loaders import Catalog, DatasetVersion
 from loaders.media_files import read_media
-from loaders.errors import BatchscopeError, DecodeError, NotFound, SampleNotFound
+from loaders.errors import DecodeError, NotFound, SampleNotFound
 from loaders.kinds import PICTURE_KINDS
 from loaders.media import (
     VideoInfo,
@@ -39,6 +39,7 @@ from loaders.media import (
 
 from .. import urls
 from ..decode_budget import DecodeBudget, frame_decode_bytes, image_decode_bytes, jpeg_reduction
+from ..errors import BadQuery
 from ..jsonable import html_only
 from ..media_cache import MediaCache
 from ..renderers.image import image_view
@@ -53,10 +54,8 @@ THUMB_SIDES = (64, 128, 160, 256, 512, 1024, 2048)
 FRAME_QUALITY = 90
 
 
-class MediaRequestError(BatchscopeError):
+class MediaRequestError(BadQuery):
     """A media URL asks for something its field cannot give (a frame of an image, a box outside the image)."""
-
-    status = 422
 
 
 class FrameOutOfRange(NotFound):

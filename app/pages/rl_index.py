@@ -27,9 +27,9 @@ import pyarrow.parquet as pq
 from loaders import storage
 from loaders.derived import read_derived, write_derived
 from loaders.cache import ByteLRU
-from loaders.errors import InvalidPlan
 from loaders.version import DatasetVersion
 
+from ..errors import BadQuery
 from ..renderers.episode import episode_fields
 from ..renderers.rollout import BAD_ADVANTAGE, BAD_REWARD, LOGPROBS_LENGTH, NO_COMPLETION_IDS, NO_GROUP, REF_LENGTH
 from .rl_query import GROUP_ARRAYS, ROW_ARRAYS, SCHEMA, RolloutIndex
@@ -99,10 +99,10 @@ MEMO = _Memo()
 def struct_fields(version: DatasetVersion, column: str) -> list[str]:
     """Field names of a struct column, or an error saying the column cannot be indexed."""
     if column not in version.schema.names:
-        raise InvalidPlan(f"{version.ref} has no column {column!r} (columns: {', '.join(version.schema.names)})")
+        raise BadQuery(f"{version.ref} has no column {column!r} (columns: {', '.join(version.schema.names)})")
     type_ = version.schema.field(column).type
     if not pa.types.is_struct(type_):
-        raise InvalidPlan(f"column {column!r} of {version.ref} is {type_}, not a struct; the group view needs struct rollouts")
+        raise BadQuery(f"column {column!r} of {version.ref} is {type_}, not a struct; the group view needs struct rollouts")
     return [type_.field(i).name for i in range(type_.num_fields)]
 
 
@@ -353,7 +353,7 @@ def episode_index(root: str, version: DatasetVersion, column: str) -> pa.Table:
     type_ = version.schema.field(column).type
     inner = type_ if pa.types.is_struct(type_) else getattr(type_, "value_type", None)
     if inner is None or not pa.types.is_struct(inner):
-        raise InvalidPlan(f"column {column!r} of {version.ref} is {type_}; the episode table needs a struct of lists or a list of structs")
+        raise BadQuery(f"column {column!r} of {version.ref} is {type_}; the episode table needs a struct of lists or a list of structs")
     names = episode_fields([inner.field(i).name for i in range(inner.num_fields)])
     if pa.types.is_struct(type_):
         paths = [f"{column}.{name}" for name in names.values() if name]

@@ -19,8 +19,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from loaders.errors import InvalidPlan
 
+from ..errors import BadQuery
 from ..renderers.rollout import TRUNCATED, RolloutFacts, rollout_facts
 
 #: Group sort keys (``-`` in front: descending); a rollout listing takes the per-rollout ones.
@@ -65,14 +65,14 @@ class RolloutQuery:
 
     def __post_init__(self) -> None:
         if self.view not in VIEWS:
-            raise InvalidPlan(f"view {self.view!r} is not one of {', '.join(VIEWS)}")
+            raise BadQuery(f"view {self.view!r} is not one of {', '.join(VIEWS)}")
         allowed = GROUP_SORTS if self.view == "groups" else ROW_SORTS
         if self.sort_key not in allowed:
-            raise InvalidPlan(f"sort {self.sort!r} is not one of {', '.join(allowed)} (prefix - for descending) for view {self.view!r}")
+            raise BadQuery(f"sort {self.sort!r} is not one of {', '.join(allowed)} (prefix - for descending) for view {self.view!r}")
         if self.layout not in LAYOUTS:
-            raise InvalidPlan(f"layout {self.layout!r} is not one of {', '.join(LAYOUTS)}")
+            raise BadQuery(f"layout {self.layout!r} is not one of {', '.join(LAYOUTS)}")
         if self.start < 0:
-            raise InvalidPlan(f"start {self.start} must be >= 0")
+            raise BadQuery(f"start {self.start} must be >= 0")
 
     @property
     def sort_key(self) -> str:

@@ -14,15 +14,15 @@ from typing import Any, ClassVar
 import numpy as np
 
 from loaders import Batch, Catalog, DatasetVersion, Run
-from loaders.errors import InvalidPlan, RankOutOfRange
 from loaders.records import table_records
 
 from .. import urls
+from ..errors import BadQuery
 from ..jsonable import html_only
 from ..renderers.registry import View
 from ..renderers.rollout import RolloutFacts, RolloutTokensView, number_text, rollout_facts, rollout_tokens
 from ..run_cache import RunCache
-from .common import Link
+from .common import Link, check_rank
 from .datasets import version_tokenizer
 from .rl_index import available_index, read_columns, step_column, struct_fields, version_index
 from .rl_query import RolloutIndex, RolloutQuery, facts_of
@@ -42,10 +42,10 @@ def rollout_column(version: DatasetVersion, column: str | None) -> str:
     found = rollout_columns(version)
     if column is None:
         if not found:
-            raise InvalidPlan(f"{version.ref} has no rollout column (kinds: {', '.join(f'{c}={k}' for c, k in version.kinds.items())})")
+            raise BadQuery(f"{version.ref} has no rollout column (kinds: {', '.join(f'{c}={k}' for c, k in version.kinds.items())})")
         return found[0]
     if column not in found:
-        raise InvalidPlan(f"column {column!r} of {version.ref} is not a rollout column (rollout columns: {', '.join(found) or 'none'})")
+        raise BadQuery(f"column {column!r} of {version.ref} is not a rollout column (rollout columns: {', '.join(found) or 'none'})")
     return column
 
 
@@ -340,9 +340,7 @@ def run_rollouts_page(
     """The rollout groups one rank (or, with ``rank=None``, every rank) consumed at ``step``."""
     run = runs.run(catalog, name)
     run.check_step(step)
-    world_size = run.world_size_at(step)
-    if rank is not None and not 0 <= rank < world_size:
-        raise RankOutOfRange(f"rank {rank} is not below the world size {world_size} in force at step {step} of run {name}")
+    world_size = run.world_size_at(step) if rank is None else check_rank(run, step, rank)
     ranks = [rank] if rank is not None else list(range(world_size))
     entries: list[Entry] = []
     versions: dict[tuple[str, str], tuple[DatasetVersion, str]] = {}

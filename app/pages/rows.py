@@ -17,11 +17,11 @@ from typing import Iterator
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from loaders.errors import InvalidPlan
 from loaders.records import Record
 from loaders.version import DatasetVersion
 
 from ..decode_budget import DecodeBudget
+from ..errors import BadQuery
 from .row_sizes import check_row_groups
 
 
@@ -138,7 +138,7 @@ def search(
     start) of the data, or when ``seconds`` have passed.
     """
     if column not in searchable(version):
-        raise InvalidPlan(
+        raise BadQuery(
             f"cannot search column {column!r} of {version.ref}: searchable columns are {', '.join(searchable(version)) or 'none'}"
         )
     backward = end is not None and start is None

@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 
 from loaders import Batch, Catalog, Document, Run, Sample
-from loaders.errors import RankOutOfRange, SampleNotFound, StorageError
+from loaders.errors import SampleNotFound, StorageError
 
 from .. import urls
 from ..flags import Flag, FlagStore
@@ -17,7 +17,7 @@ from ..renderers.inputs import InputBlock, InputPlace, TokenValues, input_blocks
 from ..renderers.registry import View
 from ..run_cache import RunCache
 from .batch_views import batch_views
-from .common import Link
+from .common import Link, check_rank
 from .forensics import (
     Logged,
     check_sort,
@@ -325,10 +325,7 @@ def rank_page(
     ``#sample-{position}`` whatever the order.
     """
     run = runs.run(catalog, name)
-    run.check_step(step)
-    world_size = run.world_size_at(step)
-    if not 0 <= rank < world_size:
-        raise RankOutOfRange(f"rank {rank} is not below the world size {world_size} in force at step {step} of run {name}")
+    world_size = check_rank(run, step, rank)
     batch = runs.batch(run, step, rank)
     metrics = run.ledger.metrics(step, rank, world_size)
     logged = Logged.of(metrics, len(batch))
@@ -409,6 +406,7 @@ def _neighbour_step(run: Run, step: int, rank: int) -> str | None:
 def input_fragment(catalog: Catalog, runs: RunCache, name: str, step: int, rank: int, position: int, field_name: str) -> InputBlock:
     """One model input of one sample, in full (the htmx fragment a deferred view loads)."""
     run = runs.run(catalog, name)
+    check_rank(run, step, rank)
     batch = runs.batch(run, step, rank)
     if not 0 <= position < len(batch):
         raise SampleNotFound(f"step {step} rank {rank} of run {name} has samples 0 to {len(batch) - 1}, not {position}")

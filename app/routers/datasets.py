@@ -2,36 +2,22 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Callable
+from typing import Annotated
 
 from fastapi import APIRouter, Query, Request
-from fastapi.responses import RedirectResponse, Response
+from fastapi.responses import Response
 
-from loaders import Catalog, DatasetVersion
-from loaders.catalog import check_name
-
-from .. import urls
 from ..decode_budget import decode_budget
 from ..deps import CatalogDep, FlagsDep, RunsDep, SettingsDep
+from ..http_semantics import KeyDep, VersionDep
 from ..pages.datasets import dataset_page, version_page
 from ..pages.sample import sample_page
-from ..responses import VARY, kept, respond, wants_fragment, wants_json
-from ..routing import canonical, page
+from ..responses import kept, respond, wants_fragment, wants_json
+from ..routing import page
 
 router = APIRouter(tags=["datasets"])
 
 Cursor = Annotated[int | None, Query(ge=0, description="Record index: list from here (start) or up to here (end).")]
-
-
-def resolve(
-    request: Request, catalog: Catalog, name: str, ref: str, build: Callable[[DatasetVersion], str]
-) -> DatasetVersion | RedirectResponse:
-    """The version ``ref`` names, or a redirect to the same URL with the full version id."""
-    check_name("dataset", name)
-    version = catalog.resolve(f"{name}@{ref}")
-    if ref != version.id:
-        return RedirectResponse(canonical(request, build(version).split("?")[0]), status_code=307, headers=VARY)
-    return version
 
 
 @page(router, "/datasets/{name}", summary="A dataset: versions and tags")
@@ -42,8 +28,7 @@ def dataset(request: Request, name: str, catalog: CatalogDep) -> Response:
 @page(router, "/datasets/{name}/versions/{version}", summary="A version: schema, stats, rows by cursor, search")
 def version(
     request: Request,
-    name: str,
-    version: str,
+    version: VersionDep,
     catalog: CatalogDep,
     settings: SettingsDep,
     pages: RunsDep,
@@ -52,14 +37,10 @@ def version(
     q: Annotated[str | None, Query(max_length=1000, description="Text to search for (case-insensitive).")] = None,
     column: Annotated[str | None, Query(max_length=1000, description="Text column to search.")] = None,
 ) -> Response:
-    found = resolve(request, catalog, name, version, lambda v: urls.version(name, v))
-    if isinstance(found, Response):
-        return found
-
     def build() -> Response:
         data = version_page(
             catalog,
-            found,
+            version,
             start=start,
             end=end,
             q=q or None,
@@ -73,35 +54,28 @@ def version(
     if q or wants_json(request) or wants_fragment(request):
         return build()
     # A version never changes; only its tags can move, so they are part of the key.
-    key = ("version", name, found.id, start, end, column, tuple(sorted(catalog.tags(name).items())))
+    key = ("version", version.name, version.id, start, end, column, tuple(sorted(catalog.tags(version.name).items())))
     return kept(pages, key, build)
 
 
 @page(router, "/datasets/{name}/versions/{version}/samples/{key:path}", summary="One sample: every field by kind")
 def sample(
     request: Request,
-    name: str,
-    version: str,
-    key: str,
+    version: VersionDep,
+    key: KeyDep,
     catalog: CatalogDep,
     flags: FlagsDep,
     settings: SettingsDep,
     runs: RunsDep,
     field: Annotated[str | None, Query(max_length=1000, description="Render only this field, in full.")] = None,
     q: Annotated[str | None, Query(max_length=1000, description="Text to highlight.")] = None,
-    key_param: Annotated[str | None, Query(alias="key", description="The key, for keys that cannot be a path segment.")] = None,
     where_run: Annotated[str | None, Query(max_length=128, description="List only this run's reads of the sample.")] = None,
     where_epoch: Annotated[int, Query(ge=0, le=2**62, description="First epoch whose reads are listed.")] = 0,
 ) -> Response:
-    if key == "" and key_param is not None:
-        key = key_param
-    found = resolve(request, catalog, name, version, lambda v: urls.sample(name, v, key))
-    if isinstance(found, Response):
-        return found
     data = sample_page(
         catalog,
         flags,
-        found,
+        version,
         key,
         only=field,
         highlight=q or None,

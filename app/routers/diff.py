@@ -15,24 +15,19 @@ from loaders.media import image_info, pixel_diff
 from .. import urls
 from ..deps import CatalogDep, SettingsDep
 from ..errors import ERROR_RESPONSES
-from ..media_cache import etag
+from ..http_semantics import etag, immutable, not_modified, same_request_at
 from ..pages.diff import b_spec, diff_page, diff_row_page, resolve_pair
 from ..pages.media import MediaRequestError, load_field, require_kind
 from ..responses import VARY, respond
-from ..routing import canonical, page
+from ..routing import page
 from ..settings import Settings
-from .media import IMMUTABLE, MediaDep, if_none_match, immutable
+from .media import MediaDep
 
 router = APIRouter(tags=["diff"])
 
 Change = Literal["added", "removed", "changed", "edited"]
 #: The engine refuses a threshold of 0; the setting allows it, meaning "pair any two rows".
 _MIN_SIMILARITY = 1e-9
-
-
-def _redirect(request: Request, url: str) -> RedirectResponse:
-    """The same request (query kept) at ``url``'s path: full version ids instead of tags or prefixes."""
-    return RedirectResponse(canonical(request, url.split("?")[0]), status_code=307, headers=VARY)
 
 
 def _diff(settings: Settings, a: DatasetVersion, b: DatasetVersion) -> VersionDiff:
@@ -69,7 +64,7 @@ def diff(
     check_name("dataset", name)
     a, b, is_canonical = resolve_pair(catalog, name, spec)
     if not is_canonical:
-        return _redirect(request, urls.diff(name, a.id, b_spec(name, b)))
+        raise same_request_at(request, urls.diff(name, a.id, b_spec(name, b)))
     result = _diff(settings, a, b)
     if key is not None:
         return respond(request, diff_row_page(catalog, cache, result, key), template="diff.html", block="detail")
@@ -95,11 +90,12 @@ def heatmap(
     check_name("dataset", name)
     a, b, is_canonical = resolve_pair(catalog, name, spec)
     if not is_canonical:
-        return _redirect(request, urls.diff_heatmap(name, a.id, b_spec(name, b), key, field))
+        raise same_request_at(request, urls.diff_heatmap(name, a.id, b_spec(name, b), key, field))
     other = b_key if b_key is not None else key
     tag = etag("diff-heatmap", a.id, b.id, key, other, field)
-    if if_none_match(request, tag):
-        return Response(status_code=304, headers={"ETag": tag, "Cache-Control": IMMUTABLE})
+    cached = not_modified(request, tag)
+    if cached is not None:
+        return cached
 
     def make() -> bytes:
         first, second = load_field(a, key, field), load_field(b, other, field)

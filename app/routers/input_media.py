@@ -25,10 +25,12 @@ from loaders.media import encode_png
 
 from ..deps import CatalogDep, RunsDep
 from ..errors import ERROR_RESPONSES
-from ..media_cache import MediaCache, etag
+from ..http_semantics import etag, immutable
+from ..media_cache import MediaCache
+from ..pages.common import check_rank
 from ..pages.media import MediaRequestError
 from ..run_cache import RunCache
-from .media import MediaDep, immutable
+from .media import MediaDep
 
 router = APIRouter(tags=["media"], responses=ERROR_RESPONSES)
 
@@ -61,8 +63,7 @@ def input_png(
     """``(etag, make)`` for one input image; ``make()`` recomputes (or reuses) the batch and encodes the pixels."""
     check_name("run", run_name)
     run = runs.run(catalog, run_name)
-    run.check_step(step)
-    world_size = run.world_size_at(step)
+    world_size = check_rank(run, step, rank)
     tag = etag("input", run.fingerprint, step, rank, world_size, position, name, j)
 
     def make() -> bytes:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import replace
 from typing import Annotated
 
@@ -12,22 +11,19 @@ from fastapi.responses import Response
 from loaders.catalog import check_name
 from loaders.media import media_type
 
-from .. import urls
 from ..deps import CatalogDep, RunsDep, SettingsDep
 from ..errors import ERROR_RESPONSES
+from ..http_semantics import KeyDep, VersionDep, content_tag, immutable
 from ..pages.episodes import episode_frame, episode_page, episodes_page
 from ..pages.rl_query import RolloutQuery
 from ..settings import Settings
 from ..pages.rollouts import GROUPS_PER_PAGE, groups_page, rollout_page, run_rollouts_page
 from ..responses import respond
 from ..routing import page
-from .datasets import resolve
 
 router = APIRouter(tags=["rl"], responses=ERROR_RESPONSES)
 
-IMMUTABLE = "public, max-age=31536000, immutable"
 Column = Annotated[str | None, Query(max_length=1000, description="The rollout/episode column (default: the first of its kind).")]
-KeyParam = Annotated[str | None, Query(alias="key", max_length=100_000, description="The key, for keys that cannot be a path segment.")]
 
 
 def rollout_query(
@@ -65,31 +61,22 @@ def _page_size(settings: Settings, query: RolloutQuery) -> int:
 @page(router, "/datasets/{name}/versions/{version}/groups", summary="Rollout groups of a version, sorted and filtered")
 def groups(
     request: Request,
-    name: str,
-    version: str,
     catalog: CatalogDep,
     settings: SettingsDep,
     query: QueryDep,
+    version: VersionDep,
     column: Column = None,
     step_filter: StepFilter = None,
 ) -> Response:
     if step_filter not in (None, "", "-"):
         query = replace(query, step=int(step_filter))  # type: ignore[arg-type]
-    found = resolve(request, catalog, name, version, lambda v: urls.rollout_groups(name, v))
-    if isinstance(found, Response):
-        return found
-    data = groups_page(catalog, found, query, column=column or None, page_size=_page_size(settings, query))
+    data = groups_page(catalog, version, query, column=column or None, page_size=_page_size(settings, query))
     return respond(request, data, template="rollouts.html", block="groups")
 
 
 @page(router, "/datasets/{name}/versions/{version}/rollouts/{key:path}", summary="One rollout's token layers (logprob heat)")
-def rollout(request: Request, name: str, version: str, key: str, catalog: CatalogDep, column: Column = None, key_param: KeyParam = None) -> Response:
-    if key == "" and key_param is not None:
-        key = key_param
-    found = resolve(request, catalog, name, version, lambda v: urls.rollout(name, v, key))
-    if isinstance(found, Response):
-        return found
-    return respond(request, rollout_page(catalog, found, key, column=column or None), template="rollout.html", block="tokens")
+def rollout(request: Request, version: VersionDep, key: KeyDep, catalog: CatalogDep, column: Column = None) -> Response:
+    return respond(request, rollout_page(catalog, version, key, column=column or None), template="rollout.html", block="tokens")
 
 
 @page(router, "/runs/{run}/steps/{step}/rollouts", summary="Rollout groups of a step's global batch")
@@ -111,63 +98,37 @@ def rank_rollouts(
 @page(router, "/datasets/{name}/versions/{version}/episodes", summary="Episodes of a version, sortable by return and length")
 def episodes(
     request: Request,
-    name: str,
-    version: str,
+    version: VersionDep,
     catalog: CatalogDep,
     settings: SettingsDep,
     column: Column = None,
     sort: Annotated[str, Query(max_length=20, description="index, return or length; '-' for descending (non-finite returns last).")] = "index",
     start: Annotated[int, Query(ge=0, description="Cursor: position in the sorted list.")] = 0,
 ) -> Response:
-    found = resolve(request, catalog, name, version, lambda v: urls.episodes(name, v))
-    if isinstance(found, Response):
-        return found
-    data = episodes_page(catalog, found, column=column or None, sort=sort, start=start, page_size=settings.page_size)
+    data = episodes_page(catalog, version, column=column or None, sort=sort, start=start, page_size=settings.page_size)
     return respond(request, data, template="episodes.html", block="rows")
 
 
 @page(router, "/datasets/{name}/versions/{version}/episodes/{key:path}", summary="One episode's timeline at step t")
 def episode(
     request: Request,
-    name: str,
-    version: str,
-    key: str,
+    version: VersionDep,
+    key: KeyDep,
     catalog: CatalogDep,
     column: Column = None,
     t: Annotated[int, Query(ge=0, description="The step shown (clamped to the episode).")] = 0,
-    key_param: KeyParam = None,
 ) -> Response:
-    if key == "" and key_param is not None:
-        key = key_param
-    found = resolve(request, catalog, name, version, lambda v: urls.episode(name, v, key))
-    if isinstance(found, Response):
-        return found
-    return respond(request, episode_page(catalog, found, key, column=column or None, t=t), template="episode.html", block="timeline")
+    return respond(request, episode_page(catalog, version, key, column=column or None, t=t), template="episode.html", block="timeline")
 
 
 @router.get("/media/datasets/{name}/versions/{version}/episodes/{key:path}", summary="Frame t of an episode (immutable)")
 def frame(
     request: Request,
-    name: str,
-    version: str,
-    key: str,
-    catalog: CatalogDep,
+    version: VersionDep,
+    key: KeyDep,
     t: Annotated[int, Query(ge=0, description="The step whose observation to send.")],
     column: Column = None,
-    key_param: KeyParam = None,
 ) -> Response:
-    if key == "" and key_param is not None:
-        key = key_param
-    found = resolve(request, catalog, name, version, lambda v: urls.episode_frame(name, v, key, column=column, t=t))
-    if isinstance(found, Response):
-        return found
-    data = episode_frame(found, key, column=column or None, t=t)
-    etag = '"' + hashlib.sha256(data).hexdigest()[:40] + '"'
-    headers = {"ETag": etag, "Cache-Control": IMMUTABLE}
-    if etag in [tag.strip() for tag in request.headers.get("if-none-match", "").split(",")]:
-        return Response(status_code=304, headers=headers)
-    kind = media_type(data)
-    if not kind.startswith("image/"):
-        headers["Content-Disposition"] = f'attachment; filename="frame-{t}.bin"'
-    return Response(data, media_type=kind, headers=headers)
+    data = episode_frame(version, key, column=column or None, t=t)
+    return immutable(request, content_tag(data), lambda: data, sniff=media_type, filename=f"frame-{t}.bin")
 

@@ -7,7 +7,8 @@ import time
 
 import pytest
 
-from app.media_cache import MediaCache, etag
+from app.http_semantics import etag
+from app.media_cache import MediaCache
 from loaders.cache import ByteLRU
 from loaders.errors import DecodeError, StorageError
 
