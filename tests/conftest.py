@@ -181,6 +181,6 @@ def diff_catalog(tmp_path_factory: pytest.TempPathFactory) -> DiffCatalog:
 @pytest.fixture(scope="session")
 def demo_catalog(tmp_path_factory: pytest.TempPathFactory) -> Catalog:
     """The real demo workspace (every dataset in v1 and v2, trained runs), built once per session."""
-    from loaders.demo import ensure_demo
+    from batchscope_demo import ensure_demo
 
     return ensure_demo(str(tmp_path_factory.mktemp("demo") / "workspace"), log=lambda _message: None)
