@@ -1,7 +1,7 @@
 """Groups of rollouts and queries over them, in numpy: one row per rollout, groups as runs of a stable sort by group key.
 
-The rows come from a dataset version's index (``rl_index``) or from a step's
-batch in memory (``RolloutIndex.from_facts``), so both answer a
+The rows come from a dataset version's index (``loaders.rl.index``) or from a
+step's batch in memory (``RolloutIndex.from_facts``), so both answer a
 ``RolloutQuery`` the same way. NaN and infinite rewards are excluded from
 every statistic and sort last.
 
@@ -19,9 +19,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from loaders.errors import InvalidPlan
-
-from ..renderers.rollout import TRUNCATED, RolloutFacts, rollout_facts
+from ..errors import InvalidPlan
+from .facts import TRUNCATED, RolloutFacts, rollout_facts  # noqa: F401  (rollout_facts: the example above)
 
 #: Group sort keys (``-`` in front: descending); a rollout listing takes the per-rollout ones.
 GROUP_SORTS = ("index", "reward", "advantage", "length", "finish", "std", "size", "truncation")
@@ -383,15 +382,3 @@ def _ordered(items: np.ndarray, key: np.ndarray | None, tie: np.ndarray, *, desc
         values = -values
     return items[np.lexsort((tie[items], values, missing))]
 
-
-def facts_of(records: Sequence[dict[str, Any]], column: str) -> list[RolloutFacts]:
-    """``rollout_facts`` of ``column`` of each record; an unreadable value becomes an empty rollout with a warning."""
-    out = []
-    for record in records:
-        try:
-            out.append(rollout_facts(record.get(column)))
-        except ValueError as exc:
-            facts = rollout_facts({})
-            facts.warnings.insert(0, str(exc))
-            out.append(facts)
-    return out
