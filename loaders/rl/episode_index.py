@@ -2,25 +2,22 @@
 
 Built once per version from the episode's small sub-columns (and the
 ``return``, ``termination`` and ``env`` columns beside it) and kept in the
-catalog's ``indexes`` directory as Parquet with a checksum beside it (``loaders.derived``).
+catalog's ``indexes`` directory as a stamped Parquet file (``loaders.derived``).
 """
 
 from __future__ import annotations
 
-import io
-
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
-from ..derived import read_derived, write_derived
+from .. import derived
 from ..errors import InvalidPlan
 from ..version import DatasetVersion
 from .columns import scan
 from .episodes import episode_fields
 from .facts import number_text
-from .store import MEMO, index_path, lock
+from .store import LAYOUT, MEMO, index_path, lock
 
 SORTS = ("index", "return", "length")
 
@@ -97,14 +94,12 @@ def episode_table(root: str, version: DatasetVersion, column: str) -> pa.Table:
 
     def load() -> pa.Table:
         with lock(path):
-            stored = read_derived(path)
-            if stored is not None:  # ParquetFile, not read_table: that would import pyarrow.dataset (and pandas)
-                return pq.ParquetFile(pa.BufferReader(stored)).read()
+            what = f"episode index of {version.ref} column {column!r}"
+            stored = derived.read_table(path, version_id=version.id, layout=LAYOUT, rows=version.rows, what=what)
+            if stored is not None:
+                return stored
             table = scan(version, columns, lambda t, first: _episode_rows(t, first, column=column, key=key), schema=EPISODE_SCHEMA)
-            buffer = io.BytesIO()
-            pq.write_table(table, buffer, compression="zstd")
-            write_derived(path, buffer.getvalue())
-            return table
+            return derived.write_table(path, table, version_id=version.id, layout=LAYOUT)
 
     return MEMO.get((root, version.id, "episodes", column), load)
 

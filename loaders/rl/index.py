@@ -3,8 +3,8 @@
 The rollout rows are computed once with pyarrow compute, reading only the
 rollout's small sub-columns of each row group (the row group's bytes are
 still verified against the manifest), grouped by ``RolloutIndex.compute`` and
-stored as two Arrow IPC files with a checksum beside each (``loaders.derived``):
-the per-rollout arrays and the per-group statistics. Loaded indexes stay in a small
+stored as two stamped Arrow IPC files (``loaders.derived``): the per-rollout
+arrays and the per-group statistics. Loaded indexes stay in a small
 in-process LRU; numeric columns are zero-copy views of the file's buffers.
 """
 
@@ -17,13 +17,12 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .. import storage
-from ..derived import read_derived, write_derived
+from .. import derived, storage
 from ..version import DatasetVersion
 from .columns import scan, step_column, struct_fields
 from .facts import BAD_ADVANTAGE, BAD_REWARD, LOGPROBS_LENGTH, NO_COMPLETION_IDS, NO_GROUP, REF_LENGTH
 from .query import GROUP_ARRAYS, ROW_ARRAYS, SCHEMA, RolloutIndex
-from .store import MEMO, index_path, lock
+from .store import LAYOUT, MEMO, index_path, lock
 
 _SUBFIELDS = ("group_id", "prompt", "reward", "advantage", "completion_ids", "logprobs", "ref_logprobs", "finish_reason")
 
@@ -120,36 +119,25 @@ def _view(column: pa.ChunkedArray) -> np.ndarray:
     return np.frombuffer(array.buffers()[1], dtype=dtype, count=len(array), offset=array.offset * size)
 
 
-def _ipc_bytes(table: pa.Table) -> bytes:
-    sink = pa.BufferOutputStream()
-    with pa.ipc.new_file(sink, table.schema) as writer:
-        writer.write_table(table)
-    return sink.getvalue().to_pybytes()
-
-
-def _ipc_table(path: str) -> pa.Table | None:
-    """An Arrow IPC file written by ``save_index``, or None when it is absent or does not match its checksum."""
-    stored = read_derived(path)
-    return None if stored is None else pa.ipc.open_file(pa.py_buffer(stored)).read_all()
-
-
 def save_index(root: str, version: DatasetVersion, column: str, index: RolloutIndex) -> None:
-    """Store ``index`` as the two files of ``column`` of ``version`` (groups first, then rows), each atomically."""
+    """Store ``index`` as the two stamped files of ``column`` of ``version`` (groups first, then rows), each atomically."""
     rows_path, groups_path = _paths(root, version, column)
     arrays = {name: getattr(index, name) for name in GROUP_ARRAYS}
     arrays["zero_variance"] = arrays["zero_variance"].astype(np.uint8)
     groups = pa.table({**arrays, "group_id": index.group_ids})
     rows = pa.table({name: getattr(index, name) for name in ROW_ARRAYS})
     rows = rows.replace_schema_metadata({"finish_names": json.dumps(index.finish_names)})
-    write_derived(groups_path, _ipc_bytes(groups))
-    write_derived(rows_path, _ipc_bytes(rows))
+    derived.write_table(groups_path, groups, version_id=version.id, layout=LAYOUT)
+    derived.write_table(rows_path, rows, version_id=version.id, layout=LAYOUT)
 
 
 def load_index(root: str, version: DatasetVersion, column: str) -> RolloutIndex | None:
-    """The stored index of ``column`` of ``version`` (numeric columns are zero-copy views), or ``None`` when there is
-    none (or either file does not match its checksum: it is then rebuilt)."""
+    """The stored index of ``column`` of ``version``, or ``None`` when there is none or either file's stamp does not
+    match (another version, another layout, torn or edited): it is then rebuilt."""
     rows_path, groups_path = _paths(root, version, column)
-    rows, groups = _ipc_table(rows_path), _ipc_table(groups_path)
+    what = f"rollout index of {version.ref} column {column!r}"
+    rows = derived.read_table(rows_path, version_id=version.id, layout=LAYOUT, rows=version.rows, what=what)
+    groups = derived.read_table(groups_path, version_id=version.id, layout=LAYOUT, what=what) if rows is not None else None
     if rows is None or groups is None:
         return None
     names = json.loads((rows.schema.metadata or {}).get(b"finish_names", b"[]"))

@@ -1,8 +1,9 @@
 """Where the RL indexes of a version live in the catalog, and the small in-process memory of the loaded ones.
 
-Each is derived data at ``{root}/indexes/{dataset}/{version id}.{kind}.{column}.v{FORMAT}.{part}``
-with a sha256 file beside it (``loaders.derived``): one that does not match
-is rebuilt. Registered files are never touched.
+Each is a derived table (``loaders.derived``) at
+``{root}/indexes/{dataset}/{version id}.{kind}.{column}.{part}``, stamped with
+its version id, layout, row count and content digest beside the key index;
+one that does not match is rebuilt. Registered files are never touched.
 """
 
 from __future__ import annotations
@@ -16,7 +17,9 @@ from typing import Any, Callable
 from .. import storage
 from ..version import DatasetVersion
 
-FORMAT = 3
+#: Layout of the RL index files. 3 named the layout in the file name and kept a sha256 file beside each; since 4 the
+#: layout is in the stamp, so files of any other layout (or none) are rebuilt where they are found.
+LAYOUT = 4
 
 
 def index_path(root: str, version: DatasetVersion, kind: str, column: str, part: str) -> str:
@@ -24,10 +27,10 @@ def index_path(root: str, version: DatasetVersion, kind: str, column: str, part:
 
     >>> from types import SimpleNamespace
     >>> index_path("/c", SimpleNamespace(name="rl", id="0f3a"), "rollouts", "rollout", "rows.arrow")
-    '/c/indexes/rl/0f3a.rollouts.rollout.v3.rows.arrow'
+    '/c/indexes/rl/0f3a.rollouts.rollout.rows.arrow'
     """
     slug = column if re.fullmatch(r"[A-Za-z0-9_-]{1,64}", column) else hashlib.sha256(column.encode()).hexdigest()[:16]
-    return storage.join(root, "indexes", version.name, f"{version.id}.{kind}.{slug}.v{FORMAT}.{part}")
+    return storage.join(root, "indexes", version.name, f"{version.id}.{kind}.{slug}.{part}")
 
 
 _LOCKS: dict[str, threading.Lock] = {}
