@@ -130,9 +130,13 @@ def read_table(path: str, *, version_id: str, layout: int, rows: int | None = No
     if not storage.stat(path).exists:
         return None
     try:
-        table = _decode(storage.read_bytes(path), path)
+        data = storage.read_bytes(path)
+    except (FileNotFoundError, IsADirectoryError):  # removed since, or not a file
+        return None
+    try:
+        table = _decode(data, path)
         found = problem(table, version_id=version_id, layout=layout, rows=rows)
-    except (OSError, ValueError, pa.ArrowException) as exc:  # torn or not a table at all: rebuilt like a wrong one
+    except (ValueError, pa.ArrowException) as exc:  # torn or not a table at all: rebuilt like a wrong one
         found = f"it cannot be read ({exc})"
     if found is None:
         return table
