@@ -9,6 +9,9 @@ import os
 
 from setuptools import find_packages, setup
 
+#: Top-level packages: the read path, the inspector, the public API, and the demo workspace generator (``batchscope demo``).
+PACKAGES = ("loaders", "app", "batchscope", "batchscope_demo")
+
 #: Package name → folder, for every folder below ``templates/`` and ``static/``.
 UI = {
     ".".join(["batchscope", *os.path.normpath(folder).split(os.sep)]): folder
@@ -17,7 +20,7 @@ UI = {
 }
 
 setup(
-    packages=find_packages(include=["app", "app.*", "loaders", "loaders.*", "batchscope", "batchscope.*"]) + sorted(UI),
+    packages=find_packages(include=[name for top in PACKAGES for name in (top, f"{top}.*")]) + sorted(UI),
     package_dir=UI,
     package_data={package: ["*"] for package in UI},
 )

@@ -12,7 +12,7 @@ from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Resp
 from pydantic import BaseModel, ValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from loaders.errors import BatchscopeError
+from loaders.errors import BatchscopeError, InvalidQuery
 
 from .jsonable import html_only
 from .pages.common import Link
@@ -22,7 +22,7 @@ from .security import HEADERS
 log = logging.getLogger("batchscope.app")
 
 
-class BadQuery(BatchscopeError):
+class BadQuery(InvalidQuery):
     """A request parameter the inspector cannot answer (an unknown sort, a filter or column that does not apply, a malformed value).
 
     The message names the parameter, the value and what is allowed. ``InvalidPlan`` stays the read path's: a read plan out of range.

@@ -85,7 +85,7 @@ def run(workdir: Path, *, quick: bool, mix: dict[str, float] | None = None, clie
     with its default worker count unless ``$BENCH_LOAD_WORKERS`` says otherwise.
     """
     from app.settings import Settings
-    from loaders.demo import ensure_demo
+    from batchscope_demo import ensure_demo
 
     if mix is None and os.environ.get("BENCH_LOAD_MIX"):
         mix = parse_mix(os.environ["BENCH_LOAD_MIX"])

@@ -141,13 +141,12 @@ def measure_groups(root: str, *, rebuild: bool) -> dict[str, Any]:
     """In a fresh process with the server up: the first zero-variance page (the index built first when ``rebuild``,
     else read from disk), the same with the index read from disk again, then warm pages."""
     from app import urls
-    from app.pages import rl_index
     from loaders import Catalog
+    from loaders.rl.store import MEMO, index_path
 
     catalog = Catalog(root)
     version = catalog.resolve("rollouts-1m@v1")
-    prefix = rl_index.index_path(catalog.root, version, "rollouts", "rollout").removesuffix(".parquet")
-    files = [Path(prefix + suffix) for suffix in (".rows.arrow", ".groups.arrow")]
+    files = [Path(index_path(catalog.root, version, "rollouts", "rollout", part)) for part in ("rows.arrow", "groups.arrow")]
     if rebuild:
         for path in files:
             path.unlink(missing_ok=True)
@@ -156,7 +155,7 @@ def measure_groups(root: str, *, rebuild: bool) -> dict[str, Any]:
     url = urls.rollout_groups("rollouts-1m", version.id, zero_variance="1")
     first = _get_ms(client, url)
     html = client.get(url).text
-    rl_index.MEMO.items.clear()
+    MEMO.clear()
     from_disk = _get_ms(client, url)
     warm = harness.time_repeated(lambda: client.get(url), repeat=7)
     sorted_url = urls.rollout_groups("rollouts-1m", version.id, zero_variance="1", sort="-length")

@@ -79,6 +79,15 @@ class InvalidPlan(BatchscopeError):
     status = 422
 
 
+class InvalidQuery(BatchscopeError):
+    """A query of a data view names what the data does not have: an unknown sort or view, a column of another kind.
+
+    The message names the value and what is allowed. The inspector's ``BadQuery`` (a bad request parameter) is one.
+    """
+
+    status = 422
+
+
 class RegistrationError(BatchscopeError):
     """Files could not be registered (not Parquet, truncated, schema drift...)."""
 

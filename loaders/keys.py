@@ -17,7 +17,6 @@ record it points at.
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass
 from typing import Sequence
 
@@ -25,12 +24,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from . import derived
 from .errors import RegistrationError
 
-#: Parquet key-value metadata of a key index.
-INDEX_VERSION = b"batchscope.version"
-INDEX_ROWS = b"batchscope.rows"
-INDEX_DIGEST = b"batchscope.digest"
 DUPLICATES_SHOWN = 5
 
 
@@ -116,39 +112,11 @@ def index_table(column: KeyColumn) -> pa.Table:
     return pa.table({"key": column.keys, "shard": column.shards, "row": column.rows}).sort_by("key")
 
 
-def _string_bytes(array: pa.Array) -> tuple[bytes, bytes]:
-    """Offsets (rebased to 0) and character data of a string array, whatever its chunking or slicing."""
-    large = array.cast(pa.large_string())
-    offsets = np.frombuffer(large.buffers()[1], dtype=np.int64)[large.offset : large.offset + len(large) + 1]
-    data = large.buffers()[2]
-    start, end = (int(offsets[0]), int(offsets[-1])) if len(offsets) else (0, 0)
-    return (offsets - start).tobytes(), (data.to_pybytes()[start:end] if data is not None else b"")
-
-
-def index_digest(table: pa.Table) -> str:
-    """A digest of an index table's content (keys, shards, rows in order), independent of how it was chunked."""
-    h = hashlib.sha256()
-    keys = table.column("key").combine_chunks()
-    offsets, data = _string_bytes(keys)
-    h.update(offsets)
-    h.update(data)
-    h.update(np.asarray(table.column("shard").to_numpy(), dtype=np.int64).tobytes())
-    h.update(np.asarray(table.column("row").to_numpy(), dtype=np.int64).tobytes())
-    return h.hexdigest()[:32]
-
-
 def index_metadata(table: pa.Table, version_id: str) -> dict[bytes, bytes]:
-    """What a key index carries about itself: its version, row count and content digest."""
-    return {INDEX_VERSION: version_id.encode(), INDEX_ROWS: str(len(table)).encode(), INDEX_DIGEST: index_digest(table).encode()}
+    """What a key index carries about itself (``loaders.derived``): its version, row count and content digest."""
+    return derived.metadata(table, version_id=version_id)
 
 
 def index_problem(table: pa.Table, metadata: dict[bytes, bytes] | None, *, version_id: str, rows: int) -> str | None:
     """Why a stored key index cannot be trusted for ``version_id`` (None when it matches)."""
-    meta = metadata or {}
-    if meta.get(INDEX_VERSION) != version_id.encode():
-        return "it carries no or another version id"
-    if meta.get(INDEX_ROWS) != str(rows).encode() or len(table) != rows:
-        return f"it has {len(table)} rows, the version {rows}"
-    if meta.get(INDEX_DIGEST) != index_digest(table).encode():
-        return "its content does not match its digest"
-    return None
+    return derived.problem(table, metadata or {}, version_id=version_id, rows=rows)

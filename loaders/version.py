@@ -15,10 +15,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from . import storage
+from . import derived, storage
 from .cache import ByteLRU
 from .errors import AmbiguousKey, BatchscopeError, CatalogCorrupt, CorruptData, SampleNotFound
-from .keys import INDEX_DIGEST, KeyColumn, index_metadata, index_problem, index_table
+from .keys import KeyColumn, index_metadata, index_problem, index_table
 from .kinds import class_names
 from .manifest import Manifest
 from .records import Record, content_key, record_key, table_records
@@ -397,7 +397,7 @@ class DatasetVersion:
         fs, local = storage.resolve(path)
         try:
             index = pq.ParquetFile(fs.open_input_file(local))
-            seen = (path, storage.stat(path).size, (index.schema_arrow.metadata or {}).get(INDEX_DIGEST))
+            seen = (path, storage.stat(path).size, (index.schema_arrow.metadata or {}).get(derived.DIGEST))
             if seen in _VERIFIED_INDEXES:
                 return index
             problem = index_problem(index.read(), index.schema_arrow.metadata, version_id=self.id, rows=self.rows)

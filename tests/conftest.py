@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
 from loaders import Catalog
+
+if TYPE_CHECKING:
+    from tests.support.pairs import DiffCatalog
 
 pytest_plugins = ["tests.support.s3server", "tests.support.nginx"]
 
@@ -118,7 +122,7 @@ def build_runs_catalog(root: Path) -> Catalog:
     import numpy as np
 
     from loaders import Pack, ReadPlan, Source, Tokenize
-    from loaders.demo.bigram import OnlineBigram
+    from tests.support.tiny_lm import OnlineUnigram
 
     catalog = Catalog(root / "catalog")
     words = ["alpha", "beta", "gamma", "delta", "<|endoftext|>"] + [f"w{i}" for i in range(40)]
@@ -136,7 +140,7 @@ def build_runs_catalog(root: Path) -> Catalog:
         ReadPlan([Source("docs@v1", transforms=[Tokenize("text")])], seed=7, global_batch_size=4, steps=12, streams=2,
                  transforms=[Pack(seq_len=24, docs_per_block=6)]),
     )
-    model = OnlineBigram(catalog.tokenizer("words").get_vocab_size())
+    model = OnlineUnigram(catalog.tokenizer("words").get_vocab_size())
 
     def train(world_size: int, steps: range, state: dict | None) -> dict:
         readers = [pretrain.reader(r, world_size, start_step=steps.start, end_step=steps.stop, flush_seconds=0) for r in range(world_size)]
@@ -167,8 +171,16 @@ def runs_catalog(tmp_path_factory: pytest.TempPathFactory) -> Catalog:
 
 
 @pytest.fixture(scope="session")
+def diff_catalog(tmp_path_factory: pytest.TempPathFactory) -> DiffCatalog:
+    """Small v1/v2 pairs of text, chat tokens, images and clips with the changes between them; tests must not change it."""
+    from tests.support.pairs import build_diff_catalog
+
+    return build_diff_catalog(tmp_path_factory.mktemp("diffs"))
+
+
+@pytest.fixture(scope="session")
 def demo_catalog(tmp_path_factory: pytest.TempPathFactory) -> Catalog:
     """The real demo workspace (every dataset in v1 and v2, trained runs), built once per session."""
-    from loaders.demo import ensure_demo
+    from batchscope_demo import ensure_demo
 
     return ensure_demo(str(tmp_path_factory.mktemp("demo") / "workspace"), log=lambda _message: None)

@@ -20,7 +20,7 @@ from tests.support.processes import free_port, stop, wait_until_serving
 
 REPO = Path(__file__).resolve().parent.parent
 #: What a source distribution holds: the build inputs, copied so the build writes nothing into the checkout.
-SOURCES = ("pyproject.toml", "setup.py", "README.md", "LICENSE", "app", "loaders", "batchscope", "templates", "static")
+SOURCES = ("pyproject.toml", "setup.py", "README.md", "LICENSE", "app", "loaders", "batchscope", "batchscope_demo", "templates", "static")
 #: Warning categories Python and setuptools print (``SetuptoolsDeprecationWarning``, ``BuildBackendWarning``...).
 WARNING = re.compile(r"\b\w*Warning\b")
 
@@ -72,6 +72,9 @@ def test_the_wheel_ships_every_template_and_static_file_and_the_license(wheel: t
     shipped = {name.removeprefix("batchscope/") for name in names if name.startswith(("batchscope/templates/", "batchscope/static/"))}
     assert shipped == _ui_files("templates") | _ui_files("static")
     assert {"batchscope/__init__.py", "app/__init__.py", "loaders/__init__.py"} <= names
+    demo = {name.removeprefix("batchscope_demo/") for name in names if name.startswith("batchscope_demo/")}
+    assert demo == {p.name for p in (REPO / "batchscope_demo").glob("*.py")}  # the demo generator ships as its own package
+    assert not [name for name in names if name.startswith("loaders/demo")]  # and not inside the read path
     metadata = zipfile.ZipFile(built).read(next(n for n in names if n.endswith(".dist-info/METADATA"))).decode()
     assert "License-Expression: Apache-2.0" in metadata
     assert any(n.endswith(".dist-info/licenses/LICENSE") for n in names)
@@ -101,17 +104,17 @@ def _clean_env() -> dict[str, str]:
 
 def test_installed_package_imports_from_the_venv_not_the_checkout(installed: Path, tmp_path: Path) -> None:
     script = (
-        "import app.templating as t, batchscope, loaders; from batchscope import Catalog, ReadPlan, importers;"
+        "import app.templating as t, batchscope, batchscope_demo, loaders; from batchscope import Catalog, ReadPlan, importers;"
         "from batchscope.torch import make_loader;"
         "print(batchscope.__file__, loaders.__file__, t.TEMPLATES_DIR, t.STATIC_DIR, Catalog is loaders.Catalog,"
-        " importers.import_parquet.__module__, sep='\\n')"
+        " importers.import_parquet.__module__, batchscope_demo.__file__, sep='\\n')"
     )
     out = subprocess.run(
         [str(installed / "bin" / "python"), "-c", script], cwd=tmp_path, env=_clean_env(), capture_output=True, text=True, timeout=120
     )
     assert out.returncode == 0, out.stderr
-    package, loaders_file, templates, static, same, importer = out.stdout.split("\n")[:6]
-    for path in (package, loaders_file, templates, static):
+    package, loaders_file, templates, static, same, importer, demo = out.stdout.split("\n")[:7]
+    for path in (package, loaders_file, templates, static, demo):
         assert Path(path).is_relative_to(installed), path
     assert templates.endswith("batchscope/templates") and static.endswith("batchscope/static")
     assert same == "True" and importer == "loaders.importers.parquet"

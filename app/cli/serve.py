@@ -65,7 +65,7 @@ def demo(
     rebuild: Annotated[bool, typer.Option("--rebuild", help="Delete and rebuild the workspace.")] = False,
 ) -> None:
     """Build the demo workspace (once; reused later) and serve the inspector over it."""
-    from loaders.demo import ensure_demo
+    from batchscope_demo import ensure_demo
 
     with friendly_errors():
         ensure_demo(root, seed=seed, rebuild=rebuild, log=console.print)

@@ -132,7 +132,7 @@ def model_media_line(name: str, value: Any, inputs: Mapping[str, Any], url: str)
 
 def rollout_lines(value: Any) -> list[Text]:
     """A rollout as a header (reward, advantage, group, finish, tokens) and its turns, ``role: content`` each."""
-    from app.renderers.rollout import number_text, rollout_facts
+    from loaders.rl.facts import number_text, rollout_facts
 
     facts = rollout_facts(value)
     header = [f"reward {number_text(facts.reward)}", f"advantage {number_text(facts.advantage)}"]

@@ -1,9 +1,9 @@
-"""Page data of episodes: a version's episodes sortable by return and length, one episode's timeline, and its frames.
+"""Page data of episodes: a version's episodes sortable by return and length, and one episode's timeline.
 
-The table reads an index of per-episode numbers (length, return, list lengths,
-termination), built once per version from the episode's small sub-columns and
-kept in the catalog's ``indexes`` directory. A frame is sliced out of the
-verified row group without converting the rest of the episode.
+The table reads the version's episode index (``loaders.rl.episode_index``:
+per-episode length, return, list lengths, termination, built once and kept in
+the catalog's ``indexes`` directory); the timeline lays out one episode's facts
+(``loaders.rl.episodes``).
 """
 
 from __future__ import annotations
@@ -11,35 +11,18 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
 import pyarrow as pa
 from markupsafe import Markup
 
 from loaders import Catalog, DatasetVersion
-from loaders.errors import SampleNotFound
+from loaders.rl import EpisodeFacts, episode_column, episode_facts, episode_order, episode_table, episode_warnings
+from loaders.rl.facts import number_text
 
 from .. import urls
-from ..errors import BadQuery
 from ..jsonable import html_only
-from ..renderers.episode import EpisodeFacts, action_ticks, action_value, episode_facts, episode_fields
-from ..renderers.rollout import number_text
+from ..renderers.episode import action_ticks, action_value
 from ..svg import line_chart
 from .common import Link, Pager
-from .rl_index import episode_index
-
-SORTS = ("index", "return", "length")
-
-
-def episode_column(version: DatasetVersion, column: str | None) -> str:
-    """``column`` checked, or the version's first ``episode`` column."""
-    found = [c for c in version.schema.names if version.kinds.get(c) == "episode"]
-    if column is None:
-        if not found:
-            raise BadQuery(f"{version.ref} has no episode column (kinds: {', '.join(f'{c}={k}' for c, k in version.kinds.items())})")
-        return found[0]
-    if column not in found:
-        raise BadQuery(f"column {column!r} of {version.ref} is not an episode column (episode columns: {', '.join(found) or 'none'})")
-    return column
 
 
 # -- the table -----------------------------------------------------------------------------
@@ -82,44 +65,13 @@ class EpisodesPage:
     version_url: str = html_only("")
 
 
-def _order(index: pa.Table, sort: str) -> np.ndarray:
-    key = sort.lstrip("-")
-    if key not in SORTS:
-        raise BadQuery(f"sort {sort!r} is not one of {', '.join(SORTS)} (prefix - for descending)")
-    rows = index.column("row").to_numpy()
-    if key == "index":
-        order = np.argsort(rows, kind="stable")
-        return order[::-1] if sort.startswith("-") else order
-    values = (index.column("ret") if key == "return" else index.column("length")).to_numpy(zero_copy_only=False).astype(np.float64)
-    missing = ~np.isfinite(values) | ((index.column("excluded").to_numpy() > 0) if key == "return" else False)
-    values = np.where(missing, 0.0, values)
-    if sort.startswith("-"):
-        values = -values
-    return np.lexsort((rows, values, missing))
-
-
-def _row_warnings(index: pa.Table, i: int) -> list[str]:
-    out = []
-    length, frames = index.column("length")[i].as_py(), index.column("frames")[i].as_py()
-    if frames != length:
-        out.append(f"{frames} frames for {length} steps")
-    excluded = index.column("excluded")[i].as_py()
-    if excluded:
-        out.append(f"{excluded} non-finite reward(s) excluded from the return")
-    stored = index.column("stored_return")[i].as_py()
-    ret = index.column("ret")[i].as_py()
-    if stored is not None and not excluded and not (np.isfinite(stored) and abs(stored - ret) <= 1e-4 * (1 + abs(ret))):
-        out.append(f"return column {number_text(stored)} ≠ sum of rewards {number_text(ret)}")
-    return out
-
-
 def episodes_page(
     catalog: Catalog, version: DatasetVersion, *, column: str | None = None, sort: str = "index", start: int = 0, page_size: int = 50
 ) -> EpisodesPage:
     """One page of ``version``'s episodes in ``sort`` order (``return``, ``length``, ``-`` for descending; NaN last)."""
     chosen = episode_column(version, column)
-    index = episode_index(catalog.root, version, chosen)
-    order = _order(index, sort)
+    index = episode_table(catalog.root, version, chosen)
+    order = episode_order(index, sort)
     total = len(order)
     size = max(1, page_size)
     start = min(max(0, start), max(0, (total - 1) // size * size)) if total else 0
@@ -147,7 +99,7 @@ def episodes_page(
                 return_=ret,
                 excluded=excluded,
                 termination=index.column("termination")[i].as_py(),
-                warnings=_row_warnings(index, i),
+                warnings=episode_warnings(index, i),
                 return_text=number_text(ret) + (" ⚠" if excluded else ""),
             )
         )
@@ -305,34 +257,4 @@ def episode_page(catalog: Catalog, version: DatasetVersion, key: str, *, column:
         crumbs=[Link("datasets", urls.home()), Link(name, urls.dataset(name)), Link(version.short_id, urls.version(name, version)),
                 Link("episodes", urls.episodes(name, version, **keep)), Link(key, page_url(t))],
     )
-
-
-def episode_frame(version: DatasetVersion, key: str, *, column: str | None, t: int) -> bytes:
-    """The stored bytes of frame ``t`` of an episode, sliced from the verified row group."""
-    chosen = episode_column(version, column)
-    shard, row = version.find(key)
-    group, offset = version.row_group_of(shard, row)
-    value = version.row_group(shard, group).column(chosen)[offset]
-    where = f"{version.where(shard, row)} column {chosen!r}"
-    if not value.is_valid:
-        raise SampleNotFound(f"{where} holds no episode")
-    if isinstance(value, pa.StructScalar):
-        names = episode_fields([f.name for f in value.type])
-        frames = value[names["frames"]] if names["frames"] else None
-        frame = frames.values[t] if frames is not None and frames.is_valid and 0 <= t < len(frames) else None
-    else:
-        steps = value.values if value.is_valid else None
-        names = episode_fields([f.name for f in value.type.value_type])
-        frame = steps[t][names["frames"]] if steps is not None and names["frames"] and 0 <= t < len(steps) else None
-    if frame is None or not frame.is_valid:
-        raise SampleNotFound(f"{where} has no frame at step {t}")
-    if isinstance(frame, pa.StructScalar):
-        data = frame["bytes"].as_py() if "bytes" in [f.name for f in frame.type] else None
-        if data is None:
-            raise SampleNotFound(f"{where} frame {t} is stored by path, not inline; only inline frame bytes are served")
-        return bytes(data)
-    data = frame.as_py()
-    if not isinstance(data, (bytes, bytearray)):
-        raise SampleNotFound(f"{where} frame {t} is a {type(data).__name__}, not encoded image bytes")
-    return bytes(data)
 

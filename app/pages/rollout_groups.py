@@ -13,20 +13,17 @@ from typing import Callable
 
 import numpy as np
 
+from loaders.rl import RolloutFacts, RolloutIndex, RolloutQuery, Summary, advantage_warning
+from loaders.rl.facts import number_text
+from loaders.rl.query import GROUP_SORTS, ROW_SORTS
+
 from .. import urls
 from ..jsonable import html_only
 from ..renderers.chat import ChatView
 from ..renderers.registry import FieldContext
-from ..renderers.rollout import (
-    RolloutFacts,
-    advantage_warning,
-    card_classes,
-    number_text,
-    turns_view,
-)
+from ..renderers.rollout import card_classes, turns_view
 from ..renderers.text import TextView, text_view
 from .common import Link, Pager
-from .rl_query import GROUP_SORTS, ROW_SORTS, RolloutIndex, RolloutQuery, Summary
 
 PROMPT_CHARS = 1200
 COMPLETION_CHARS = 800

@@ -11,46 +11,32 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-import numpy as np
-
 from loaders import Batch, Catalog, DatasetVersion, Run
-from loaders.records import table_records
+from loaders.rl import (
+    RolloutFacts,
+    RolloutIndex,
+    RolloutQuery,
+    facts_of,
+    rollout_column,
+    rollout_columns,
+    rollout_facts,
+    use_dataset_groups,
+    version_index,
+)
+from loaders.rl.columns import light_columns, rollout_records, step_column
+from loaders.rl.facts import number_text
 
 from .. import urls
-from ..errors import BadQuery
 from ..jsonable import html_only
 from ..renderers.registry import View
-from ..renderers.rollout import RolloutFacts, RolloutTokensView, number_text, rollout_facts, rollout_tokens
+from ..renderers.rollout import RolloutTokensView, rollout_tokens
 from ..run_cache import RunCache
 from .common import Link, check_rank
 from .datasets import version_tokenizer
-from .rl_index import available_index, read_columns, step_column, struct_fields, version_index
-from .rl_query import RolloutIndex, RolloutQuery, facts_of
 from .rollout_groups import Entry, GroupsBlock, Loader, groups_block
 
 #: Groups per page of a dataset's group view and of a step's batch view.
 GROUPS_PER_PAGE = 20
-
-
-def rollout_columns(version: DatasetVersion) -> list[str]:
-    """Columns of kind ``rollout``."""
-    return [c for c in version.schema.names if version.kinds.get(c) == "rollout"]
-
-
-def rollout_column(version: DatasetVersion, column: str | None) -> str:
-    """``column`` checked, or the version's first rollout column."""
-    found = rollout_columns(version)
-    if column is None:
-        if not found:
-            raise BadQuery(f"{version.ref} has no rollout column (kinds: {', '.join(f'{c}={k}' for c, k in version.kinds.items())})")
-        return found[0]
-    if column not in found:
-        raise BadQuery(f"column {column!r} of {version.ref} is not a rollout column (rollout columns: {', '.join(found) or 'none'})")
-    return column
-
-
-#: Rollout fields a group page shows; the per-token lists stay unread (their lengths come from the index).
-LIGHT_FIELDS = ("prompt", "completion", "reward", "advantage", "group_id", "finish_reason", "turns")
 
 
 def _facts(record: dict[str, Any], column: str, lengths: dict[str, int | None] | None) -> RolloutFacts:
@@ -63,31 +49,14 @@ def _facts(record: dict[str, Any], column: str, lengths: dict[str, int | None] |
 def dataset_loader(version: DatasetVersion, column: str, index: RolloutIndex) -> Loader:
     """Load rollouts of ``version`` by record index: the key and the rollout's small fields of each row group, read once."""
     explicit = column != rollout_columns(version)[0]
-    fields = struct_fields(version, column)
-    key = version.key
-    light = key is not None and key != column
-    columns = ([key] if light else []) + [f"{column}.{name}" for name in LIGHT_FIELDS if name in fields]
-
-    def read(locations: list[tuple[int, int]]) -> list[dict[str, Any]]:
-        if not light:  # keys are content hashes of whole records
-            return version.read_many(locations)
-        groups: dict[tuple[int, int], list[tuple[int, int]]] = {}
-        for position, (shard, row) in enumerate(locations):
-            group, offset = version.row_group_of(shard, row)
-            groups.setdefault((shard, group), []).append((position, offset))
-        out: list[dict[str, Any]] = [{} for _ in locations]
-        for (shard, group), items in groups.items():
-            table = read_columns(version, shard, group, columns)
-            for position, offset in items:  # slices, not take(): no index array to build
-                out[position] = table_records(table.slice(offset, 1))[0]
-        return out
+    columns = light_columns(version, column)
 
     def load(positions: list[int]) -> list[Entry]:
         rows = [int(index.row[p]) for p in positions]
         locations = [version.locate(r) for r in rows]
         entries = []
-        for p, r, (shard, row), record in zip(positions, rows, locations, read(locations)):
-            facts = _facts(record, column, index.lengths(p) if light else None)
+        for p, r, (shard, row), record in zip(positions, rows, locations, rollout_records(version, locations, columns)):
+            facts = _facts(record, column, index.lengths(p) if columns is not None else None)
             entries.append(Entry(facts, version.name, version.id, version.key_at(shard, row, record), r, version.where(shard, row), column, explicit_column=explicit))
         return entries
 
@@ -248,32 +217,12 @@ def batch_entries(batch: Batch, run: Run, versions: dict[tuple[str, str], tuple[
 REFERENCE_BUILD_ROWS = 200_000
 
 
-def _reference(index: RolloutIndex, entries: list[Entry], versions: dict[tuple[str, str], tuple[DatasetVersion, str]], root: str) -> int:
-    """Give a batch's index its groups' whole-dataset statistics; returns how many groups stay unknown."""
-    groups = len(index.starts)
-    sizes, means, flat = np.full(groups, -1, np.int64), np.full(groups, np.nan), np.zeros(groups, bool)
-    lookups: dict[tuple[str, str], tuple[RolloutIndex | None, dict[str, int]]] = {}
-    for g in range(groups):
-        entry = entries[int(index.row[index.starts[g]])]
-        key = (entry.dataset, entry.version)
-        if key not in lookups:
-            version, column = versions[key]
-            found = available_index(root, version, column, build_rows=REFERENCE_BUILD_ROWS)
-            ids = found.group_ids.to_pylist() if found is not None else []
-            lookups[key] = (found, {gid: number for number, gid in enumerate(ids) if gid is not None})
-        found, lookup = lookups[key]
-        number = lookup.get(entry.facts.group_id) if entry.facts.group_id is not None else None
-        if found is not None and number is not None:
-            sizes[g], means[g], flat[g] = found.sizes[number], found.mean[number], found.zero_variance[number]
-    index.use_reference(sizes, means, flat)
-    return int((sizes < 0).sum())
-
-
 def _block(
     entries: list[Entry], query: RolloutQuery, action: Any, page_size: int, versions: dict[tuple[str, str], tuple[DatasetVersion, str]], root: str
 ) -> GroupsBlock:
     index = RolloutIndex.from_facts([e.facts for e in entries])
-    unknown = _reference(index, entries, versions, root)
+    sources = [versions[(e.dataset, e.version)] for e in entries]
+    unknown = use_dataset_groups(index, sources, root, build_rows=REFERENCE_BUILD_ROWS)
     block = groups_block(index, query, lambda positions: [entries[int(index.row[p])] for p in positions], action=action, page_size=page_size)
     partial = int(((index.reference_size >= 0) & (index.reference_size > index.sizes)).sum()) if index.reference_size is not None else 0
     if partial:

@@ -10,12 +10,12 @@ from fastapi.responses import Response
 
 from loaders.catalog import check_name
 from loaders.media import media_type
+from loaders.rl import RolloutQuery, episode_frame
 
 from ..deps import CatalogDep, RunsDep, SettingsDep
 from ..errors import ERROR_RESPONSES
 from ..http_semantics import KeyDep, VersionDep, content_tag, immutable
-from ..pages.episodes import episode_frame, episode_page, episodes_page
-from ..pages.rl_query import RolloutQuery
+from ..pages.episodes import episode_page, episodes_page
 from ..settings import Settings
 from ..pages.rollouts import GROUPS_PER_PAGE, groups_page, rollout_page, run_rollouts_page
 from ..responses import respond

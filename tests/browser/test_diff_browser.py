@@ -7,28 +7,27 @@ from collections.abc import Iterator
 import pytest
 
 from app import urls
-from loaders import Catalog
-from loaders.demo.common import load_changes
 from tests.browser.conftest import open_tab, serving, until
+from tests.support.pairs import DiffCatalog
 
 pytestmark = pytest.mark.browser
 
 
 @pytest.fixture(scope="module")
-def demo_server(demo_catalog: Catalog, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+def diff_server(diff_catalog: DiffCatalog, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     logs = tmp_path_factory.mktemp("diff-server")
-    with serving(demo_catalog.root, logs, flags_path=str(logs / "flags.sqlite"), page_size="20") as url:
+    with serving(diff_catalog.root, logs, flags_path=str(logs / "flags.sqlite"), page_size="4") as url:
         yield url
 
 
 @pytest.fixture
-def tab(browser, demo_server: str) -> Iterator[object]:
-    with open_tab(browser, demo_server) as page:
+def tab(browser, diff_server: str) -> Iterator[object]:
+    with open_tab(browser, diff_server) as page:
         yield page
 
 
-def test_text_diff_opens_in_place_with_highlights(tab, demo_catalog: Catalog) -> None:
-    a, b = demo_catalog.resolve("web-text@v1"), demo_catalog.resolve("web-text@v2")
+def test_text_diff_opens_in_place_with_highlights(tab, diff_catalog: DiffCatalog) -> None:
+    a, b = diff_catalog.resolve("web-text@v1"), diff_catalog.resolve("web-text@v2")
     tab.goto(urls.diff("web-text", "v1", "v2", change="changed"))
     assert tab.url.endswith(urls.diff("web-text", a.id, b.id, change="changed"))  # the tags redirected to ids
     tab.evaluate("window.__same_document = true")
@@ -48,12 +47,12 @@ def test_text_diff_opens_in_place_with_highlights(tab, demo_catalog: Catalog) ->
     assert tab.errors == []
 
 
-def test_image_diff_loads_both_thumbnails_and_the_heatmap(tab, demo_catalog: Catalog) -> None:
+def test_image_diff_loads_both_thumbnails_and_the_heatmap(tab, diff_catalog: DiffCatalog) -> None:
     from tests.app.test_diff_page import re_encoded_image
 
-    key = re_encoded_image(demo_catalog)
-    a, b = demo_catalog.resolve("images@v1"), demo_catalog.resolve("images@v2")
-    assert key in load_changes(demo_catalog, "images").edited
+    key = re_encoded_image(diff_catalog)
+    a, b = diff_catalog.resolve("images@v1"), diff_catalog.resolve("images@v2")
+    assert key in diff_catalog.changes["images"].edited
     tab.goto(urls.diff("images", a.id, b.id, key=key))
     images = ".image-diff img"
     assert tab.locator(images).count() == 3

@@ -10,7 +10,6 @@ import numpy as np
 import pytest
 
 from app import urls
-from loaders.demo import images as demo_images
 from loaders.media import read_frame_code
 from tests.app.test_media_catalog import (
     BAD_PICS,
@@ -19,6 +18,7 @@ from tests.app.test_media_catalog import (
     build_media_catalog,
 )
 from tests.browser.conftest import open_tab, serving, until
+from tests.support.pairs import image_pair
 
 pytestmark = pytest.mark.browser
 
@@ -40,7 +40,7 @@ def shown_code(locator) -> int:
 @pytest.fixture(scope="module")
 def media(tmp_path_factory: pytest.TempPathFactory) -> MediaCatalog:
     built = build_media_catalog(tmp_path_factory.mktemp("media-browser"))
-    demo_images.build(built.catalog, seed=0)  # 120 images: a grid taller than the window
+    image_pair(built.catalog, rows=60)  # 60 images: a grid taller than the window
     return built
 
 

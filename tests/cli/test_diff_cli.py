@@ -12,7 +12,7 @@ import pyarrow as pa
 import pytest
 
 from loaders import Catalog
-from loaders.demo.common import DemoChanges, register_pair
+from tests.support.versions import register_pair
 
 BATCHSCOPE = str(Path(sys.executable).parent / "batchscope")
 
@@ -29,7 +29,7 @@ def catalog(tmp_path_factory) -> Catalog:
     rows[2] = dict(rows[2], text="sentence number two is here")
     rows[5] = dict(rows[5], score=0.75)
     rows = [r for r in rows if r["id"] != 7] + [{"id": 9, "text": "a brand new row", "score": 1.0}]
-    register_pair(catalog, "docs", v1, pa.Table.from_pylist(rows, schema=v1.schema), DemoChanges(), rows_per_shard=4, row_group_size=2)
+    register_pair(catalog, "docs", v1, pa.Table.from_pylist(rows, schema=v1.schema), rows_per_shard=4, row_group_size=2)
     return catalog
 
 
@@ -78,7 +78,7 @@ def test_errors_exit_two(catalog, tmp_path):
     broken = Catalog(str(tmp_path / "broken"))
     table = pa.table({"id": [1, 2, 3], "text": ["a", "b", "c"]})
     edited = pa.table({"id": [1, 2, 3], "text": ["a", "B", "c"]})
-    _, v2 = register_pair(broken, "t", table, edited, DemoChanges(), rows_per_shard=2, row_group_size=2)
+    _, v2 = register_pair(broken, "t", table, edited, rows_per_shard=2, row_group_size=2)
     os.remove(v2.shards[0].uri)  # the changed shard: the diff has to read it
     gone = _cli("diff", "t@v1", "t@v2", "--root", broken.root)
     assert gone.returncode == 2

@@ -16,12 +16,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from loaders import BatchscopeError, Catalog, ChecksumMismatch
-from loaders.demo.common import DemoChanges, load_changes, register_pair, write_shards
 from loaders.diff import diff_versions, seq_ops, struct_paths, text_ops
 from loaders.diff.fields import field_diff, media_summary
 from loaders.diff.hashing import equal_values, hash_array
 from loaders.diff.schema import diff_shards
 from loaders.records import content_key
+from tests.support.versions import Changes, register_pair, write_shards
 
 SCHEMA = pa.schema(
     [
@@ -361,9 +361,8 @@ def test_paging_filters_and_bad_requests(tmp_path):
         diff_versions(a, b, similarity=0)
 
 
-def assert_diff_matches_recorded_changes(catalog: Catalog, name: str) -> None:
-    """``name@v1`` → ``name@v2`` must show exactly the keys the demo builder recorded (edited = changed or edited)."""
-    recorded = load_changes(catalog, name)
+def assert_diff_matches_recorded_changes(catalog: Catalog, name: str, recorded: Changes) -> None:
+    """``name@v1`` → ``name@v2`` must show exactly the keys its builder recorded (edited = changed or edited)."""
     diff = diff_versions(catalog.resolve(f"{name}@v1"), catalog.resolve(f"{name}@v2"))
     found = by_change(diff)
     if diff.schema.key is None:  # keyless: compare the sample keys of each side
@@ -379,16 +378,16 @@ def assert_diff_matches_recorded_changes(catalog: Catalog, name: str) -> None:
     assert sorted(found["changed"] | found["edited"]) == sorted(recorded.edited)
 
 
-def test_diff_agrees_with_recorded_demo_changes(tmp_path):
-    """The demo builders record what they changed between v1 and v2; the diff must find exactly that."""
+def test_diff_agrees_with_recorded_changes(tmp_path):
+    """A builder records what it changed between v1 and v2; the diff must find exactly that."""
     catalog = Catalog(str(tmp_path / "catalog"))
     v1 = pa.table({"id": [f"doc-{i:03d}" for i in range(40)], "text": [f"document {i} says {'hello ' * (i % 4)}" for i in range(40)]})
     removed, edited = {"doc-003", "doc-017"}, {"doc-005", "doc-030"}
     rows = [dict(r, text=r["text"] + " (revised)") if r["id"] in edited else r for r in v1.to_pylist() if r["id"] not in removed]
     rows += [{"id": "doc-100", "text": "brand new"}, {"id": "doc-101", "text": "also new"}]
-    changes = DemoChanges(added=["doc-100", "doc-101"], removed=sorted(removed), edited=sorted(edited))
-    register_pair(catalog, "demo-text", v1, pa.Table.from_pylist(rows), changes, rows_per_shard=16, row_group_size=3)
-    assert_diff_matches_recorded_changes(catalog, "demo-text")
+    changes = Changes(added=["doc-100", "doc-101"], removed=sorted(removed), edited=sorted(edited))
+    register_pair(catalog, "texts", v1, pa.Table.from_pylist(rows), rows_per_shard=16, row_group_size=3)
+    assert_diff_matches_recorded_changes(catalog, "texts", changes)
 
 
 # -- per-field differences -------------------------------------------------------

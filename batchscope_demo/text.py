@@ -15,7 +15,8 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 
-from ..catalog import Catalog
+from loaders import Catalog
+
 from .common import DemoChanges, register_pair
 from .tokenizer import NAME as TOKENIZER
 from .tokenizer import ensure_tokenizer

@@ -8,8 +8,9 @@ from typing import TYPE_CHECKING, Callable
 
 import pyarrow as pa
 
-from ..catalog import Catalog
-from ..chat import IM_END, header_length, render_chat, special_ids
+from loaders import Catalog
+from loaders.chat import IM_END, header_length, render_chat, special_ids
+
 from .common import DemoChanges, register_pair
 from .text import Doc, stdlib_docs
 from .tokenizer import NAME as TOKENIZER

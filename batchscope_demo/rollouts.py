@@ -10,7 +10,8 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
-from ..catalog import Catalog
+from loaders import Catalog
+
 from .common import DemoChanges, register_pair
 from .tokenizer import NAME as TOKENIZER
 from .tokenizer import ensure_tokenizer

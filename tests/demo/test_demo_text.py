@@ -12,12 +12,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from tokenizers import Tokenizer, models
 
+from batchscope_demo import chat, rollouts, text
+from batchscope_demo.common import load_changes
+from batchscope_demo.tokenizer import NAME as TOKENIZER
+from batchscope_demo.tokenizer import SPECIAL_TOKENS, train_tokenizer
 from loaders import Catalog, DecodeError
 from loaders.chat import IM_END, IM_START, chat_text, render_chat
-from loaders.demo import chat, rollouts, text
-from loaders.demo.common import load_changes
-from loaders.demo.tokenizer import NAME as TOKENIZER
-from loaders.demo.tokenizer import SPECIAL_TOKENS, train_tokenizer
 
 BUILDERS = {"web-text": text.build, "sft-chat": chat.build, "rl-rollouts": rollouts.build}
 

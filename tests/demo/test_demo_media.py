@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 from PIL import Image
 
+from batchscope_demo import episodes, images, videos
+from batchscope_demo.common import load_changes
 from loaders import Catalog
-from loaders.demo import episodes, images, videos
-from loaders.demo.common import load_changes
 from loaders.media.framecode import read_frame_code
 from loaders.media.image import image_from_value, image_info, open_image, pixel_diff, thumbnail
 from loaders.media.video import DecodeStats, decode_frames, probe, video_source

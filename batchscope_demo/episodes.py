@@ -10,8 +10,9 @@ import numpy as np
 import pyarrow as pa
 from PIL import Image, ImageDraw
 
-from ..catalog import Catalog
-from ..media.framecode import draw_frame_code
+from loaders import Catalog
+from loaders.media.framecode import draw_frame_code
+
 from .common import DemoChanges, register_pair
 
 NAME = "episodes"

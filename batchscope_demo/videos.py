@@ -9,10 +9,10 @@ import numpy as np
 import pyarrow as pa
 from PIL import Image, ImageDraw
 
-from .. import storage
-from ..catalog import Catalog
-from ..media.framecode import draw_frame_code
-from ..media.encode import encode_video
+from loaders import Catalog, storage
+from loaders.media.framecode import draw_frame_code
+from loaders.media.encode import encode_video
+
 from .common import DemoChanges, register_pair
 
 NAME = "videos"

@@ -2,10 +2,18 @@
 
 from __future__ import annotations
 
+import ast
+from dataclasses import asdict
+from pathlib import Path
+
 import pytest
 
+from batchscope_demo.common import load_changes
 from loaders import Catalog
-from loaders.demo.common import load_changes
+from tests.loaders.test_diff import assert_diff_matches_recorded_changes
+from tests.support.versions import Changes
+
+REPO = Path(__file__).resolve().parents[2]
 
 EXPECTED_KINDS = {
     "web-text": {"text": "text"},
@@ -28,6 +36,11 @@ def test_every_dataset_has_two_versions_with_inferred_kinds(demo_catalog: Catalo
     assert changes.added and changes.removed and changes.edited
     v1_keys = {v1.key_of(r) for shard in range(len(v1.shards)) for r in v1.read(shard, range(v1.shards[shard].rows))}
     assert set(changes.removed) <= v1_keys and not set(changes.added) & v1_keys
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED_KINDS))
+def test_the_diff_of_every_dataset_finds_exactly_the_recorded_changes(demo_catalog: Catalog, name: str) -> None:
+    assert_diff_matches_recorded_changes(demo_catalog, name, Changes(**asdict(load_changes(demo_catalog, name))))
 
 
 @pytest.mark.parametrize("name", ["demo-pretrain", "demo-multimodal", "demo-rl"])
@@ -54,3 +67,24 @@ def test_broken_chat_samples_reach_the_pretraining_run(demo_catalog: Catalog) ->
     run = demo_catalog.run("demo-pretrain")
     consumed = {d.key for step in range(run.total_steps) for b in run.global_batch(step) for s in b.samples for d in s.documents}
     assert broken_keys & consumed
+
+
+def _imports(path: Path) -> set[str]:
+    names: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            names.add(node.module)
+    return names
+
+
+def test_only_the_cli_imports_the_demo() -> None:
+    """The demo generator is a package of its own on top of the library: the read path and the inspector never import it."""
+    importers = sorted(
+        str(path.relative_to(REPO))
+        for top in ("loaders", "app")
+        for path in (REPO / top).rglob("*.py")
+        if any(name.split(".")[0] == "batchscope_demo" for name in _imports(path))
+    )
+    assert importers == ["app/cli/serve.py"]

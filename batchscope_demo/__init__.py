@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 from typing import Callable
 
-from ..catalog import Catalog
+from loaders import Catalog
 
 #: Builders in dependency order (web-text trains the tokenizer the others use).
 DATASETS = ("text", "chat", "rollouts", "images", "videos", "episodes")

@@ -10,9 +10,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from .. import storage
-from ..catalog import Catalog
-from ..version import DatasetVersion
+from loaders import Catalog, DatasetVersion, storage
 
 #: Rows per row group in demo shards: small enough that random access is exercised.
 DEMO_ROW_GROUP = 64

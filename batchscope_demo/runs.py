@@ -6,11 +6,8 @@ from typing import Callable
 
 import numpy as np
 
-from ..batch import Batch
-from ..catalog import Catalog
-from ..plan import ReadPlan, Shuffle, Source
-from ..run import Run
-from ..transforms import Pack, RandomResizedCrop, SampleFrames, Tokenize, UseTokens
+from loaders import Batch, Catalog, Pack, RandomResizedCrop, ReadPlan, Run, SampleFrames, Shuffle, Source, Tokenize, UseTokens
+
 from .bigram import LinearAutoencoder, OnlineBigram
 
 Log = Callable[[str], None]

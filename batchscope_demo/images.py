@@ -9,7 +9,8 @@ import numpy as np
 import pyarrow as pa
 from PIL import Image, ImageDraw, ImageFont
 
-from ..catalog import Catalog
+from loaders import Catalog
+
 from .common import DemoChanges, register_pair
 
 NAME = "images"

@@ -1,7 +1,7 @@
 """Groups of rollouts and queries over them, in numpy: one row per rollout, groups as runs of a stable sort by group key.
 
-The rows come from a dataset version's index (``rl_index``) or from a step's
-batch in memory (``RolloutIndex.from_facts``), so both answer a
+The rows come from a dataset version's index (``loaders.rl.index``) or from a
+step's batch in memory (``RolloutIndex.from_facts``), so both answer a
 ``RolloutQuery`` the same way. NaN and infinite rewards are excluded from
 every statistic and sort last.
 
@@ -19,9 +19,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-
-from ..errors import BadQuery
-from ..renderers.rollout import TRUNCATED, RolloutFacts, rollout_facts
+from ..errors import InvalidQuery
+from .facts import TRUNCATED, RolloutFacts, rollout_facts  # noqa: F401  (rollout_facts: the example above)
 
 #: Group sort keys (``-`` in front: descending); a rollout listing takes the per-rollout ones.
 GROUP_SORTS = ("index", "reward", "advantage", "length", "finish", "std", "size", "truncation")
@@ -65,14 +64,14 @@ class RolloutQuery:
 
     def __post_init__(self) -> None:
         if self.view not in VIEWS:
-            raise BadQuery(f"view {self.view!r} is not one of {', '.join(VIEWS)}")
+            raise InvalidQuery(f"view {self.view!r} is not one of {', '.join(VIEWS)}")
         allowed = GROUP_SORTS if self.view == "groups" else ROW_SORTS
         if self.sort_key not in allowed:
-            raise BadQuery(f"sort {self.sort!r} is not one of {', '.join(allowed)} (prefix - for descending) for view {self.view!r}")
+            raise InvalidQuery(f"sort {self.sort!r} is not one of {', '.join(allowed)} (prefix - for descending) for view {self.view!r}")
         if self.layout not in LAYOUTS:
-            raise BadQuery(f"layout {self.layout!r} is not one of {', '.join(LAYOUTS)}")
+            raise InvalidQuery(f"layout {self.layout!r} is not one of {', '.join(LAYOUTS)}")
         if self.start < 0:
-            raise BadQuery(f"start {self.start} must be >= 0")
+            raise InvalidQuery(f"start {self.start} must be >= 0")
 
     @property
     def sort_key(self) -> str:
@@ -383,15 +382,3 @@ def _ordered(items: np.ndarray, key: np.ndarray | None, tie: np.ndarray, *, desc
         values = -values
     return items[np.lexsort((tie[items], values, missing))]
 
-
-def facts_of(records: Sequence[dict[str, Any]], column: str) -> list[RolloutFacts]:
-    """``rollout_facts`` of ``column`` of each record; an unreadable value becomes an empty rollout with a warning."""
-    out = []
-    for record in records:
-        try:
-            out.append(rollout_facts(record.get(column)))
-        except ValueError as exc:
-            facts = rollout_facts({})
-            facts.warnings.insert(0, str(exc))
-            out.append(facts)
-    return out

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Iterable
 
-from ..catalog import Catalog
-from ..chat import CHAT_TEMPLATE, SPECIAL_TOKENS, RenderedChat, chat_text, render_chat
+from loaders import Catalog
+from loaders.chat import CHAT_TEMPLATE, SPECIAL_TOKENS, RenderedChat, chat_text, render_chat
 
 if TYPE_CHECKING:
     from tokenizers import Tokenizer
