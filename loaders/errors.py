@@ -47,8 +47,8 @@ class StepOutOfRange(NotFound):
     """The step is negative or beyond the run's last step."""
 
 
-class RankOutOfRange(NotFound):
-    """The rank is not below the world size in force at that step."""
+class RankOutOfRange(NotFound, ValueError):
+    """The rank is not below the world size in force at that step (also a ``ValueError``: a bad argument)."""
 
 
 class TokenizerNotFound(NotFound):

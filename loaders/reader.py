@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any, Iterator
 
 from .batch import Batch
 from .collate import collate_numpy
+from .errors import RankOutOfRange
 from .ledger_writer import batch_summary
 from .progress import Progress
 from .reader_state import STATE_FORMAT
@@ -100,7 +101,7 @@ class Reader:
     ) -> None:
         run.check_world_size(world_size)
         if not 0 <= rank < world_size:
-            raise ValueError(f"rank {rank} is out of range: must be in [0, {world_size})")
+            raise RankOutOfRange(f"rank {rank} is out of range: must be in [0, {world_size})")
         if not 0 <= worker < num_workers:
             raise ValueError(f"worker {worker} is out of range: must be in [0, {num_workers})")
         self.run = run
