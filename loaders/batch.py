@@ -105,11 +105,6 @@ class Sample:
         documents = (document_hash(d.address.dataset, d.address.version, d.address.shard, d.address.row) for d in self.documents)
         return sample_digest(self.index, documents, made_hash(made_inputs(record, self.inputs)))
 
-    def compute_digest(self) -> str:
-        """Set and return :attr:`digest` (16 hex characters)."""
-        self.digest = f"{self.digest_value():016x}"
-        return self.digest
-
 
 @dataclass(frozen=True, slots=True)
 class SourceRef:

@@ -12,7 +12,6 @@ import json
 import os
 import re
 import threading
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable, Iterator, Mapping, Sequence
 
 from . import storage
@@ -210,11 +209,6 @@ class Catalog:
         raise VersionNotFound(
             f"dataset {name} has no tag or version {selector!r} (tags: {tags}; versions: {', '.join(i[:12] for i in sorted(ids))})"
         )
-
-    def is_tag(self, ref: str) -> bool:
-        """True when ``ref``'s part after ``@`` is a tag (so a URL should redirect to the id)."""
-        name, _, selector = ref.partition("@")
-        return bool(selector) and selector in self._refs(name)["tags"]
 
     def register(
         self,
@@ -428,10 +422,3 @@ def _load_tokenizer(tokenizer_json: str) -> "Tokenizer":
     if digest not in _TOKENIZERS:
         _TOKENIZERS[digest] = Tokenizer.from_str(tokenizer_json)
     return _TOKENIZERS[digest]
-
-
-def ensure_local_root(root: str) -> Path:
-    """Create a local catalog root if needed and return it."""
-    path = Path(storage.normalize(root))
-    path.mkdir(parents=True, exist_ok=True)
-    return path

@@ -725,17 +725,3 @@ class Run:
         from .reader import Reader
 
         return Reader(self, rank, world_size, **options)
-
-    def describe(self) -> dict[str, Any]:
-        """A JSON-ready summary of the run."""
-        return {
-            "name": self.name,
-            "created": self.manifest.get("created"),
-            "fingerprint": self.fingerprint,
-            "plan": self.manifest["plan"],
-            "sources": [s.to_json() for s in self.sources],
-            "total_steps": self.total_steps,
-            "streams": self.streams,
-            "sequences_per_block": self.sequences_per_block,
-            "world_sizes": [span.__dict__ for span in self.world_size_history()],
-        }

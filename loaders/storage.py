@@ -64,12 +64,6 @@ def join(base: str, *parts: str) -> str:
     return os.path.join(base, *parts)
 
 
-@lru_cache(maxsize=32)
-def _filesystem_for(scheme_and_authority: str) -> pafs.FileSystem:
-    fs, _ = pafs.FileSystem.from_uri(scheme_and_authority)
-    return fs
-
-
 def resolve(uri: str) -> tuple[pafs.FileSystem, str]:
     """Return ``(filesystem, path)`` for a local path, a pyarrow filesystem URI or an http(s) URL.
 

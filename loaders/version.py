@@ -8,7 +8,7 @@ import io
 import logging
 import os
 import threading
-from typing import Any, Iterator, Sequence
+from typing import Iterator, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -464,12 +464,3 @@ class DatasetVersion:
         """The decoded record whose key is ``key``."""
         shard, row = self.find(key)
         return self.read(shard, [row])[0]
-
-    def describe(self) -> dict[str, Any]:
-        """A JSON-ready summary (the manifest without per-segment digests)."""
-        data = self.manifest.to_json()
-        for shard in data["shards"]:
-            shard.pop("segment_digests", None)
-            shard.pop("boundaries", None)
-            shard.pop("footer_digest", None)
-        return data

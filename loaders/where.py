@@ -291,8 +291,3 @@ def where_read(run: "Run", source: int, record: int, *, first_epoch: int = 0, ep
         )
     result.reads.sort(key=lambda r: (r.epoch, r.step, r.position))
     return result
-
-
-def source_indices(run: "Run", dataset: str, version: str) -> list[int]:
-    """Indices of ``run``'s sources that pin ``dataset`` at version id ``version``."""
-    return [i for i, s in enumerate(run.sources) if s.dataset == dataset and s.version == version]

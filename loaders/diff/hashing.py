@@ -37,10 +37,6 @@ _CANONICAL_NAN = {2: 0x7E00, 4: 0x7FC00000, 8: 0x7FF8000000000000}
 _TAG_FIXED, _TAG_BYTES, _TAG_LIST, _TAG_STRUCT, _TAG_BOOL, _TAG_OTHER = range(1, 7)
 
 
-def _u64(value: int) -> np.uint64:
-    return np.uint64(value & 0xFFFFFFFFFFFFFFFF)
-
-
 def fmix(x: np.ndarray) -> np.ndarray:
     """Murmur3's 64-bit finalizer, in place on a ``uint64`` array (a bijection that spreads every bit)."""
     t = x >> _S33
