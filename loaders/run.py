@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import functools
-import json
 import operator
 import threading
 from collections import OrderedDict
@@ -27,10 +26,11 @@ from . import token_index
 from .plan import ReadPlan
 from .pool import map_in_order
 from .records import Record
-from .run_manifest import ResolvedSource, now, read_format, resolve_against, run_dir, stored_plan_json
+from .run_manifest import ResolvedSource, read_format, resolve_against, run_dir, stored_plan_json
 from .transforms import Context, PackedSequence, Transform, pack_block
 from .verification import Verification, compare_with_ledger
 from .version import DatasetVersion
+from .world_sizes import WorldSizeLog, WorldSizeSpan, check_world_size
 
 if TYPE_CHECKING:
     from .ledger import Ledger
@@ -42,14 +42,6 @@ _ESTIMATE_BLOCKS = 4
 SMALL_DRAWS = 32
 #: Fixed-block packing waste is measured over every block up to this many documents, else over the first blocks.
 WASTE_EXACT_DOCUMENTS = 20_000
-
-
-@dataclass(frozen=True)
-class WorldSizeSpan:
-    """From ``start_step`` on (until the next span), the run ran on ``world_size`` ranks."""
-
-    start_step: int
-    world_size: int
 
 
 @dataclass(frozen=True)
@@ -157,48 +149,25 @@ class Run:
         return f"Run({self.name!r}, steps={self.total_steps}, batch={self.global_batch_size}, streams={self.streams})"
 
     # -- world sizes -----------------------------------------------------------------
-    def _world_sizes_path(self) -> str:
-        return storage.join(self.directory, "world_sizes.jsonl")
+    @functools.cached_property
+    def world_sizes(self) -> WorldSizeLog:
+        """The log of world sizes in force (``runs/<run>/world_sizes.jsonl``)."""
+        return WorldSizeLog(storage.join(self.directory, "world_sizes.jsonl"), run=self.name, plan=self.plan)
 
     def world_size_history(self) -> list[WorldSizeSpan]:
         """Spans of steps and the world size in force, in step order (last record for a start step wins)."""
-        path = self._world_sizes_path()
-        if not storage.stat(path).exists:
-            return [WorldSizeSpan(0, 1)]
-        spans: dict[int, int] = {}
-        for line in storage.read_bytes(path).decode().splitlines():
-            if line.strip():
-                entry = json.loads(line)
-                for start in [s for s in spans if s > entry["start_step"]]:
-                    del spans[start]  # a restart from an earlier step supersedes later records
-                spans[int(entry["start_step"])] = int(entry["world_size"])
-        history = [WorldSizeSpan(s, spans[s]) for s in sorted(spans)]
-        return history if history and history[0].start_step == 0 else [WorldSizeSpan(0, 1), *history]
+        return self.world_sizes.history()
 
     def world_size_at(self, step: int) -> int:
         """The world size in force at ``step``."""
-        size = 1
-        for span in self.world_size_history():
-            if span.start_step <= step:
-                size = span.world_size
-        return size
+        return self.world_sizes.at(step)
 
     def record_world_size(self, start_step: int, world_size: int) -> None:
         """Note that from ``start_step`` on the run reads on ``world_size`` ranks (readers call this)."""
-        self.check_world_size(world_size)
-        history = self.world_size_history()
-        recorded = storage.stat(self._world_sizes_path()).exists
-        if recorded and self.world_size_at(start_step) == world_size and history[-1].start_step <= start_step:
-            return  # already in force, and no later span for this start to supersede
-        entry = {"start_step": start_step, "world_size": world_size, "time": now()}
-        storage.append_line(self._world_sizes_path(), json.dumps(entry))
+        self.world_sizes.record(start_step, world_size)
 
     def check_world_size(self, world_size: int) -> None:
-        if world_size < 1 or self.streams % world_size:
-            raise InvalidPlan(
-                f"world size {world_size} is not allowed for run {self.name}: it must divide streams={self.streams} "
-                f"(allowed: {', '.join(map(str, self.plan.allowed_world_sizes()))})"
-            )
+        check_world_size(self.plan, world_size, run=self.name)
 
     # -- the pure function ---------------------------------------------------------------
     def check_step(self, step: int) -> None:

@@ -1,21 +1,63 @@
-"""The parts behind the Run façade, each on its own: errors shared by Run and Reader."""
+"""The parts behind the Run façade, each on its own: the world-size log; and the errors Run and Reader share."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 
-from loaders import Catalog, RankOutOfRange, ReadPlan, Source
+from loaders import Catalog, RankOutOfRange, ReadPlan, Shuffle, Source, storage
+from loaders.world_sizes import WorldSizeLog, WorldSizeSpan
 from tests.support.readpath import write_text_dataset
+
+PLAN = ReadPlan(
+    [Source("alpha@v1", weight=2.0), Source("beta@v1", weight=1.0)], seed=7, global_batch_size=8, steps=12, streams=4,
+    shuffle=Shuffle(chunk_size=6, window_chunks=2), mixture_block=64,
+)
 
 
 @pytest.fixture(scope="module")
 def catalog(tmp_path_factory) -> Catalog:
     catalog = Catalog(tmp_path_factory.mktemp("parts") / "catalog")
-    write_text_dataset(catalog, "alpha", 41, row_group=3, shards=2)
-    write_text_dataset(catalog, "beta", 13, row_group=2, shards=1)
+    write_text_dataset(catalog, "alpha", 97, row_group=3, shards=3)
+    write_text_dataset(catalog, "beta", 31, row_group=2, shards=1)
     return catalog
 
 
+
+# -- world-size log ------------------------------------------------------------------------------------
+def test_the_world_size_log_reads_the_file_only_when_it_changed(tmp_path, monkeypatch):
+    path = str(tmp_path / "world_sizes.jsonl")
+    log = WorldSizeLog(path, run="r", plan=PLAN)
+    reads = []
+    real = storage.read_bytes
+    monkeypatch.setattr(storage, "read_bytes", lambda uri, *a, **k: reads.append(uri) or real(uri, *a, **k))
+    assert log.history() == [WorldSizeSpan(0, 1)] and reads == []  # no file: nothing to read
+    log.record(0, 2)
+    log.record(5, 4)
+    assert [log.at(s) for s in (0, 4, 5, 100)] == [2, 2, 4, 4]
+    reads.clear()
+    for step in range(50):
+        log.at(step)
+    assert reads == []  # unchanged file: the history read after the last record serves every lookup
+    log.record(5, 4)  # already in force: nothing appended, nothing read
+    assert reads == [] and log.history() == [WorldSizeSpan(0, 2), WorldSizeSpan(5, 4)]
+    log.record(3, 1)  # a restart from an earlier step supersedes the later span
+    assert log.history() == [WorldSizeSpan(0, 2), WorldSizeSpan(3, 1)] and len(reads) == 1
+
+
+def test_the_world_size_log_sees_a_span_another_process_writes(catalog):
+    run = catalog.create_run("elastic", PLAN)
+    assert run.world_size_at(7) == 1
+    code = "import sys; from loaders import Catalog; Catalog(sys.argv[1]).run(sys.argv[2]).record_world_size(4, 2)"
+    subprocess.run([sys.executable, "-c", code, catalog.root, run.name], check=True, cwd=Path(__file__).parents[2])
+    assert run.world_size_history() == [WorldSizeSpan(0, 1), WorldSizeSpan(4, 2)]
+    assert run.world_size_at(7) == 2 and [b.world_size for b in run.global_batch(7)] == [2, 2]
+
+
+# -- errors -----------------------------------------------------------------------------------------
 def test_a_bad_rank_is_the_same_error_from_run_and_reader(catalog):
     run = catalog.create_run("ranks", ReadPlan([Source("alpha@v1")], seed=0, global_batch_size=4, steps=3, streams=4))
     for call in (lambda: run.batch(0, 2, world_size=2), lambda: run.reader(rank=2, world_size=2)):
