@@ -1,4 +1,5 @@
-"""Read plans: frozen, validated, serializable descriptions of what a run reads and how."""
+"""Read plans: frozen, validated, serializable descriptions of what a run reads and how (and their sources once
+resolved to versions)."""
 
 from __future__ import annotations
 
@@ -207,3 +208,28 @@ class ReadPlan:
     def hash(self) -> str:
         """A stable hash of the plan as written (tags unresolved)."""
         return hashlib.sha256(json.dumps(self.to_json(), sort_keys=True).encode()).hexdigest()[:16]
+
+
+@dataclass(frozen=True)
+class ResolvedSource:
+    """A plan source pinned to one version, with the numbers the order needs (as a run manifest stores it)."""
+
+    ref: str
+    dataset: str
+    version: str
+    rows: int
+    weight: float
+    chunk: int
+
+    def to_json(self) -> dict[str, Any]:
+        return self.__dict__.copy()
+
+
+def packs_losslessly(plan: ReadPlan, read_format: int) -> bool:
+    """Whether a run of ``plan`` in ``read_format`` packs with lossless concat-and-chunk (read format 3's default).
+
+    >>> packs_losslessly(ReadPlan([Source("web-text@v1")], seed=0, global_batch_size=8, steps=1), 3)
+    False
+    """
+    pack = plan.pack
+    return pack is not None and read_format >= 3 and pack.strategy == "concat"

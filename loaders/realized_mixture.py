@@ -165,14 +165,15 @@ def period_counts(run: "Run") -> np.ndarray:
     if run.step_mixture is not None:
         mix = run.step_mixture
         return np.stack([mix.step_counts(t) for t in range(mix.cycle)]).astype(np.int64)
-    width = run.global_batch_size // run.streams
-    block = run.mixture.block
+    sampler = run.sampler
+    width = sampler.width
+    assert sampler.mixture is not None
+    block = sampler.mixture.block
     period = block // math.gcd(block, width)
     counts = np.zeros((period, sources), dtype=np.int64)
     steps = np.repeat(np.arange(period, dtype=np.int64), width)
     for stream in range(run.streams):
-        at = run.mixture.source_at[(np.arange(period * width, dtype=np.int64) + run._phase[stream]) % block]
-        np.add.at(counts, (steps, at), 1)
+        np.add.at(counts, (steps, sampler.sources_at(stream, np.arange(period * width, dtype=np.int64))), 1)
     return counts
 
 

@@ -23,10 +23,11 @@ from .mixture import Mixture
 from .order import SourceOrder
 from .step_mixture import StepMixture
 from . import token_index
-from .plan import ReadPlan
+from .plan import ReadPlan, ResolvedSource
 from .pool import map_in_order
 from .records import Record
-from .run_manifest import ResolvedSource, read_format, resolve_against, run_dir, stored_plan_json
+from .run_manifest import read_format, resolve_against, run_dir, stored_plan_json
+from .sampler import Drawn, Sampler
 from .transforms import Context, PackedSequence, Transform, pack_block
 from .verification import Verification, compare_with_ledger
 from .version import DatasetVersion
@@ -38,8 +39,6 @@ if TYPE_CHECKING:
     from .where import WhereReads
 
 _ESTIMATE_BLOCKS = 4
-#: Draws of one stream computed with plain integers rather than numpy arrays (lookups of a few positions).
-SMALL_DRAWS = 32
 #: Fixed-block packing waste is measured over every block up to this many documents, else over the first blocks.
 WASTE_EXACT_DOCUMENTS = 20_000
 
@@ -89,28 +88,9 @@ class Run:
         self.tokenizers: dict[str, str] = resolved["tokenizers"]
         self.sequences_per_block: int | None = resolved.get("sequences_per_block")
         self.fingerprint: str = manifest.get("fingerprint", "")
-        streams = self.streams
-        window, seed, shuffle = self.plan.shuffle.window_chunks, self.plan.seed, self.plan.shuffle.enabled
-        if self.read_format >= 3:  # every step carries the weights (see loaders.step_mixture)
-            self.step_mixture: StepMixture | None = StepMixture.build(
-                resolved["counts"], int(resolved["cycle_steps"]), self.global_batch_size, streams
-            )
-            rates = self.step_mixture.rates
-            aligned = self.lossless_packing  # packed sequences are found by token counts per whole chunk
-            self.lane_orders = [
-                LaneOrder(s.rows, s.chunk, tuple(rates[:, i].tolist()), window, seed, i, shuffle, aligned)
-                for i, s in enumerate(self.sources)
-            ]
-        else:  # read formats 1 and 2: one block pattern per stream, phase-shifted (exact over whole blocks only)
-            self.step_mixture = None
-            self.mixture = Mixture.build(resolved["counts"])
-            self.orders = [
-                SourceOrder(s.rows, s.chunk, streams, window, seed, i, shuffle, stagger=self.read_format >= 2)
-                for i, s in enumerate(self.sources)
-            ]
-            block = self.mixture.block
-            self._phase = [k * block // streams for k in range(streams)]
-            self._base = [[self.mixture.count_before(s, self._phase[k]) for s in range(len(self.sources))] for k in range(streams)]
+        self.sampler = Sampler(
+            self.plan, self.sources, resolved["counts"], read_format=self.read_format, cycle_steps=resolved.get("cycle_steps")
+        )
         self._concat: ConcatPacking | None = None
         self._versions: dict[int, DatasetVersion] = {}
         self._blocks: OrderedDict[tuple[int, int], tuple[list[PackedSequence], list[Document]]] = OrderedDict()
@@ -118,13 +98,11 @@ class Run:
         self._lock = threading.Lock()
         self._ledger: "Ledger | None" = None
         self._refs: list[SourceRef] | None = None
-        self._prefetched_draws: dict[tuple[int, int, int], tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
 
     # -- description ------------------------------------------------------------
     @property
     def streams(self) -> int:
-        assert self.plan.streams is not None
-        return self.plan.streams
+        return self.sampler.streams
 
     @property
     def total_steps(self) -> int:
@@ -144,6 +122,26 @@ class Run:
             s = self.sources[source]
             self._versions[source] = self.catalog.resolve(f"{s.dataset}@{s.version}")
         return self._versions[source]
+
+    @property
+    def step_mixture(self) -> StepMixture | None:
+        """Read format 3's per-step mixture (``None`` in formats 1 and 2)."""
+        return self.sampler.step_mixture
+
+    @property
+    def lane_orders(self) -> list[LaneOrder]:
+        """Read format 3's order of each source's records."""
+        return self.sampler.lane_orders
+
+    @property
+    def mixture(self) -> Mixture | None:
+        """Read formats 1 and 2's block pattern (``None`` in format 3)."""
+        return self.sampler.mixture
+
+    @property
+    def orders(self) -> list[SourceOrder]:
+        """Read formats 1 and 2's order of each source's records."""
+        return self.sampler.orders
 
     def __repr__(self) -> str:
         return f"Run({self.name!r}, steps={self.total_steps}, batch={self.global_batch_size}, streams={self.streams})"
@@ -176,18 +174,11 @@ class Run:
 
     def positions(self, rank: int, world_size: int) -> range:
         """Positions of the global batch that ``rank`` of ``world_size`` reads (a contiguous range)."""
-        per_rank = self.global_batch_size // world_size
-        return range(rank * per_rank, (rank + 1) * per_rank)
+        return self.sampler.positions(rank, world_size)
 
     def draw(self, stream: int, counter: int) -> tuple[int, int, int]:
         """``(source, record index, epoch)`` of the ``counter``-th document of ``stream``."""
-        if self.step_mixture is not None:
-            sources, records, epochs = self._compute_draws(stream, range(counter, counter + 1))
-            return int(sources[0]), int(records[0]), int(epochs[0])
-        source, n = self.mixture.draw(counter + self._phase[stream])
-        n -= self._base[stream][source]
-        record, epoch = self.orders[source].record(stream, n)
-        return source, record, epoch
+        return self.sampler.draw(stream, counter)
 
     def _context(self, version: DatasetVersion | None, rng_key: tuple[int, ...], where: str, shard: int | None) -> Context:
         shard_uri = version.shards[shard].uri if version is not None and shard is not None else None
@@ -200,32 +191,9 @@ class Run:
             shard_uri=shard_uri,
         )
 
-    def draws(self, stream: int, counters: range) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def draws(self, stream: int, counters: range) -> Drawn:
         """``(sources, record indices, epochs)`` of documents ``counters`` of ``stream`` (vectorized :meth:`draw`)."""
-        with self._lock:
-            ahead = self._prefetched_draws.pop((stream, counters.start, counters.stop), None)
-        if ahead is not None:  # computed by prefetch() for exactly this range
-            return ahead
-        return self._compute_draws(stream, counters)
-
-    def _compute_draws(self, stream: int, counters: range) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        counter = np.arange(counters.start, counters.stop, dtype=np.int64)
-        if self.step_mixture is not None:
-            sources, n = self.step_mixture.draws(stream, counter)
-            orders: list[Any] = self.lane_orders
-            if len(counter) <= SMALL_DRAWS:  # a rank's few positions (lookups): plain integers beat numpy's overhead
-                drawn = [self.lane_orders[s].record(stream, d) for s, d in zip(sources.tolist(), n.tolist())]
-                return sources, np.asarray([r for r, _ in drawn], dtype=np.int64), np.asarray([e for _, e in drawn], dtype=np.int64)
-        else:
-            sources, n = self.mixture.draw_many(counter + self._phase[stream])
-            n = n - np.asarray(self._base[stream], dtype=np.int64)[sources]
-            orders = self.orders
-        records = np.empty(len(counter), dtype=np.int64)
-        epochs = np.empty(len(counter), dtype=np.int64)
-        for source in np.unique(sources).tolist():
-            picked = sources == source
-            records[picked], epochs[picked] = orders[source].records(stream, n[picked])
-        return sources, records, epochs
+        return self.sampler.draws(stream, counters)
 
     def _read(self, stream: int, counters: range) -> _Documents:
         """Read documents ``counters`` of ``stream`` as columns (each row group read and converted once)."""
@@ -542,7 +510,7 @@ class Run:
     def _unpacked_batches(self, steps: range, rank: int, world_size: int, positions: range) -> list[Batch]:
         """Columnar batches: every stream's documents for all ``steps`` read at once, then sliced per step."""
         per_stream = self.global_batch_size // self.streams
-        streams = self._streams_of(positions)
+        streams = self.sampler.streams_of(positions)
         first = positions.start % per_stream
         width = len(positions) // len(streams)
         [counters] = self._counters(steps)  # unpacked: one range per stream
@@ -607,21 +575,11 @@ class Run:
         if not steps or steps.start >= self.total_steps or self.lossless_packing:
             return  # lossless packing reads whole shuffle windows, cached across steps
         steps = range(steps.start, min(steps.stop, self.total_steps))
-        for stream in self._streams_of(self.positions(rank, world_size)):
+        for stream in self.sampler.streams_of(self.positions(rank, world_size)):
             for counters in self._counters(steps):
-                drawn = self._compute_draws(stream, counters)
-                with self._lock:  # kept for the batches() call that will ask for exactly this range
-                    if len(self._prefetched_draws) >= 4 * self.streams:
-                        self._prefetched_draws.clear()
-                    self._prefetched_draws[(stream, counters.start, counters.stop)] = drawn
-                sources, indices, _ = drawn
+                sources, indices, _ = self.sampler.prefetch_draws(stream, counters)
                 for source in np.unique(sources).tolist():
                     self.version(source).prefetch_indices(indices[sources == source])
-
-    def _streams_of(self, positions: range) -> list[int]:
-        """The canonical streams that positions of the global batch come from."""
-        per_stream = self.global_batch_size // self.streams
-        return sorted({p // per_stream for p in positions})
 
     def _counters(self, steps: range) -> list[range]:
         """The ranges of one stream's documents that :meth:`batches` reads for ``steps`` (one per packing block)."""
@@ -638,17 +596,7 @@ class Run:
         """``(source, record index, epoch)`` of each document of an unpacked step — pure arithmetic, no reads."""
         self.check_step(step)
         self.check_world_size(world_size)
-        per_stream = self.global_batch_size // self.streams
-        positions = self.positions(rank, world_size)
-        if self.step_mixture is None:
-            return [self.draw(p // per_stream, step * per_stream + p % per_stream) for p in positions]
-        out: list[tuple[int, int, int]] = []
-        for stream in self._streams_of(positions):  # one vectorized draw per stream, not one per position
-            first = max(positions.start, stream * per_stream) - stream * per_stream
-            last = min(positions.stop, (stream + 1) * per_stream) - stream * per_stream
-            sources, records, epochs = self._compute_draws(stream, range(step * per_stream + first, step * per_stream + last))
-            out.extend(zip(sources.tolist(), records.tolist(), epochs.tolist()))
-        return out
+        return self.sampler.addresses(step, self.positions(rank, world_size))
 
     def where(self, source: int, record: int, **options: Any) -> "WhereReads":
         """Where this run read ``record`` of ``source``, per epoch (``first_epoch``, ``epochs``): see

@@ -7,7 +7,6 @@ import hashlib
 import json
 import math
 import statistics
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable
 
 from . import storage, token_index
@@ -15,26 +14,11 @@ from .catalog import Catalog, check_name
 from .catalog_files import read_json
 from .errors import CatalogCorrupt, InvalidPlan, RunNotFound
 from .mixture import apportion
-from .plan import ReadPlan
+from .plan import ReadPlan, ResolvedSource
 from .version import DatasetVersion
 
 if TYPE_CHECKING:
     from .run import Run
-
-
-@dataclass(frozen=True)
-class ResolvedSource:
-    """A plan source pinned to one version, with the numbers the order needs."""
-
-    ref: str
-    dataset: str
-    version: str
-    rows: int
-    weight: float
-    chunk: int
-
-    def to_json(self) -> dict[str, Any]:
-        return self.__dict__.copy()
 
 
 #: How a run's plan turns into samples. A run keeps the format it was created with, so upgrading batchscope

@@ -5,7 +5,7 @@ The order is a chain of invertible maps (see :mod:`loaders.lane_order`,
 epoch's chunk layout (the chunk permutation's inverse) → the stream whose
 part holds that position → the draw that lands there (the window
 permutation's inverse) → the step and position of that draw (the mixture's
-table, read backwards). Nothing scans the ledger or the steps: one epoch
+table, read backwards: :meth:`loaders.sampler.Sampler.counter_of`). Nothing scans the ledger or the steps: one epoch
 costs a few permutation inversions. Packed runs add one more step: a
 document's tokens fall in one or more sequences, found from the tokenized
 shuffle window (lossless packing) or the packed block (fixed blocks) that
@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import bisect
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -118,60 +118,16 @@ def _source_draw(order: SourceOrder, layout: int, position: int) -> tuple[int, i
     return stream, layout * (hi - lo) + j
 
 
-# -- inverting the mixture: the n-th draw of a source by a stream → the stream's counter -----------------
-class _Counters:
-    """The stream counter (``step · width + offset``) of a stream's ``n``-th draw of a source, for one run."""
-
-    def __init__(self, run: "Run") -> None:
-        self.run = run
-        self.width = run.global_batch_size // run.streams
-        self._tables: dict[tuple[int, int], np.ndarray] = {}
-
-    def counter(self, stream: int, source: int, n: int) -> int:
-        """The counter of ``stream``'s ``n``-th draw of ``source``: cycles of the mixture, then its place in one."""
-        if self.run.step_mixture is not None:
-            mix = self.run.step_mixture
-            rate = int(mix.rates[stream, source])
-            table = self._table(stream, source, lambda: mix.source_at[:, stream * self.width : (stream + 1) * self.width])
-            cycle, rest = divmod(n, rate)
-            t, offset = divmod(int(table[rest]), self.width)
-            return (cycle * mix.cycle + t) * self.width + offset
-        mixture = self.run.mixture
-        m = n + self.run._base[stream][source]
-        blocks, rest = divmod(m, mixture.counts[source])
-        table = self._table(-1, source, lambda: mixture.source_at)
-        return blocks * mixture.block + int(table[rest]) - self.run._phase[stream]
-
-    def _table(self, stream: int, source: int, lane: Callable[[], np.ndarray]) -> np.ndarray:
-        """Offsets of the source's draws in one cycle of the stream's lane (row-major order = draw order)."""
-        key = (stream, source)
-        if key not in self._tables:
-            self._tables[key] = np.flatnonzero(lane() == source)
-        return self._tables[key]
-
-    def drawn(self, stream: int, source: int, counters: int) -> int:
-        """How many of the stream's counters ``[0, counters)`` draw from ``source`` (an upper bound mid-step)."""
-        if self.run.step_mixture is not None:
-            steps = -(-counters // self.width)
-            return int(self.run.step_mixture.draws_before(stream, steps)[source])
-        phase = self.run._phase[stream]
-        return self.run.mixture.count_before(source, phase + counters) - self.run._base[stream][source]
-
-
 # -- the reads of one epoch, as stream counters of samples ------------------------------------------------
-def _order(run: "Run", source: int) -> LaneOrder | SourceOrder:
-    return run.lane_orders[source] if run.step_mixture is not None else run.orders[source]
-
-
-def _document(run: "Run", counters: _Counters, source: int, record: int, epoch: int) -> tuple[int, int]:
+def _document(run: "Run", source: int, record: int, epoch: int) -> tuple[int, int]:
     """``(stream, document counter)`` of ``record``'s read in ``epoch`` (unpacked and fixed-block runs)."""
-    order = _order(run, source)
+    order = run.sampler.order(source)
     layout, position = _layout_position(order, record, epoch)
     if isinstance(order, LaneOrder):
         stream, n = _lane_draw(order, layout, position)
     else:
         stream, n = _source_draw(order, layout, position)
-    return stream, counters.counter(stream, source, n)
+    return stream, run.sampler.counter_of(stream, source, n)
 
 
 def _block_samples(run: "Run", stream: int, document: int) -> list[int]:
@@ -187,7 +143,7 @@ def _block_samples(run: "Run", stream: int, document: int) -> list[int]:
     ]
 
 
-def _lossless_samples(run: "Run", counters: _Counters, source: int, record: int, epoch: int) -> tuple[int, list[int]]:
+def _lossless_samples(run: "Run", source: int, record: int, epoch: int) -> tuple[int, list[int]]:
     """``(stream, sample counters)`` of the packed sequences holding ``record``'s tokens in ``epoch``."""
     order = run.lane_orders[source]
     layout, position = _layout_position(order, record, epoch)
@@ -207,15 +163,15 @@ def _lossless_samples(run: "Run", counters: _Counters, source: int, record: int,
     base = packer.first_sequence(layout)
     seq_len = packer.seq_len
     return stream, [
-        counters.counter(stream, source, base + q) for q in range(first // seq_len, (first + length - 1) // seq_len + 1)
+        run.sampler.counter_of(stream, source, base + q) for q in range(first // seq_len, (first + length - 1) // seq_len + 1)
     ]
 
 
-def _epoch_samples(run: "Run", counters: _Counters, source: int, record: int, epoch: int) -> tuple[int, list[int]]:
+def _epoch_samples(run: "Run", source: int, record: int, epoch: int) -> tuple[int, list[int]]:
     """``(stream, sample counters)``: the samples of ``stream`` that hold ``record`` in ``epoch``."""
     if run.lossless_packing:
-        return _lossless_samples(run, counters, source, record, epoch)
-    stream, document = _document(run, counters, source, record, epoch)
+        return _lossless_samples(run, source, record, epoch)
+    stream, document = _document(run, source, record, epoch)
     if run.plan.pack is None:
         return stream, [document]
     return stream, _block_samples(run, stream, document)
@@ -224,9 +180,8 @@ def _epoch_samples(run: "Run", counters: _Counters, source: int, record: int, ep
 # -- how many epochs a run reaches --------------------------------------------------------------------------
 def epochs_reached(run: "Run", source: int) -> int:
     """Epochs of ``source`` the run's steps reach at least in part (an upper bound: reads past the end are dropped)."""
-    counters = _Counters(run)
-    width, total = counters.width, run.total_steps
-    order = _order(run, source)
+    width, total = run.sampler.width, run.total_steps
+    order = run.sampler.order(source)
     layouts = 0
     for stream in range(run.streams):
         if run.lossless_packing:
@@ -241,7 +196,7 @@ def epochs_reached(run: "Run", source: int) -> int:
         if run.plan.pack is not None:
             assert run.sequences_per_block is not None
             documents = -(-documents // run.sequences_per_block) * run.plan.pack.docs_per_block
-        drawn = counters.drawn(stream, source, documents)
+        drawn = run.sampler.drawn_before(stream, source, documents)
         lo, hi = order.part(stream)
         if drawn > 0 and hi > lo:
             layouts = max(layouts, -(-drawn // (hi - lo)))
@@ -267,13 +222,12 @@ def where_read(run: "Run", source: int, record: int, *, first_epoch: int = 0, ep
     reached = epochs_reached(run, source)
     stop = reached if epochs is None else min(reached, first_epoch + max(epochs, 0))
     result = WhereReads(run.name, source, record, reached, first_epoch, stop if stop < reached else None)
-    counters = _Counters(run)
-    width, batch = counters.width, run.global_batch_size
+    width, batch = run.sampler.width, run.global_batch_size
     history = run.world_size_history()
     starts = [span.start_step for span in history]
     dropped = 0
     for epoch in range(first_epoch, stop):
-        stream, samples = _epoch_samples(run, counters, source, record, epoch)
+        stream, samples = _epoch_samples(run, source, record, epoch)
         if not samples and run.plan.pack is not None:
             dropped += 1
         for counter in samples:

@@ -1,4 +1,5 @@
-"""The parts behind the Run façade, each on its own: the world-size log; and the errors Run and Reader share."""
+"""The parts behind the Run façade, each on its own: the sampler and the world-size log;
+and the errors Run and Reader share."""
 
 from __future__ import annotations
 
@@ -6,10 +7,13 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
-from loaders import Catalog, RankOutOfRange, ReadPlan, Shuffle, Source, storage
+from loaders import Catalog, RankOutOfRange, ReadPlan, Run, Shuffle, Source, storage
+from loaders.sampler import Sampler
 from loaders.world_sizes import WorldSizeLog, WorldSizeSpan
+from tests.loaders.test_formats import _as_format
 from tests.support.readpath import write_text_dataset
 
 PLAN = ReadPlan(
@@ -26,8 +30,63 @@ def catalog(tmp_path_factory) -> Catalog:
     return catalog
 
 
+@pytest.fixture(scope="module")
+def runs(catalog) -> dict[int, Run]:
+    """The same plan in read formats 1, 2 and 3."""
+    run = catalog.create_run("formats", PLAN)
+    return {3: run, 2: Run(catalog, _as_format(run.manifest, 2)), 1: Run(catalog, _as_format(run.manifest, 1))}
 
-# -- world-size log ------------------------------------------------------------------------------------
+
+def _sampler(run: Run) -> Sampler:
+    resolved = run.manifest["resolved"]
+    return Sampler(run.plan, run.sources, resolved["counts"], read_format=run.read_format, cycle_steps=resolved.get("cycle_steps"))
+
+
+def _record_indices(run: Run, batch) -> list[tuple[int, int, int]]:
+    """``(source, record index, epoch)`` of each sample of an unpacked batch, from what was read."""
+    return [
+        (d.source, run.version(d.source).index_of(d.address.shard, d.address.row), d.epoch)
+        for d in (s.documents[0] for s in batch.samples)
+    ]
+
+
+# -- sampler ---------------------------------------------------------------------------------------
+@pytest.mark.parametrize("fmt", [1, 2, 3])
+def test_the_samplers_draws_are_what_the_facade_reads(runs, fmt):
+    run = runs[fmt]
+    sampler = _sampler(run)  # made from the manifest alone, no Run
+    for step in (0, 5, 11):
+        for world_size, rank in ((1, 0), (2, 1), (4, 3)):
+            positions = sampler.positions(rank, world_size)
+            expected = _record_indices(run, run.batch(step, rank, world_size=world_size))
+            assert sampler.addresses(step, positions) == expected == run.addresses(step, rank, world_size=world_size)
+            assert [sampler.draw(p // sampler.width, step * sampler.width + p % sampler.width) for p in positions] == expected
+
+
+@pytest.mark.parametrize("fmt", [1, 2, 3])
+def test_the_sampler_inverts_its_draws(runs, fmt):
+    sampler = runs[fmt].sampler
+    counters = np.arange(0, 12 * sampler.width, dtype=np.int64)
+    for stream in range(sampler.streams):
+        sources = sampler.sources_at(stream, counters)
+        assert sources.tolist() == sampler.compute_draws(stream, range(len(counters)))[0].tolist()
+        for source in range(2):
+            at = np.flatnonzero(sources == source)
+            assert [sampler.counter_of(stream, source, n) for n in range(len(at))] == at.tolist()
+            if fmt < 3:  # formats 1 and 2 count exactly mid-step; format 3 rounds up to whole steps
+                assert [sampler.drawn_before(stream, source, int(c)) for c in at] == list(range(len(at)))
+            assert sampler.drawn_before(stream, source, len(counters)) == len(at)
+
+
+def test_prefetched_draws_are_handed_over_once(runs):
+    sampler = _sampler(runs[3])
+    drawn = sampler.prefetch_draws(1, range(4, 12))
+    assert sampler.draws(1, range(4, 12)) is drawn  # kept for exactly this range...
+    again = sampler.draws(1, range(4, 12))  # ...and then computed
+    assert again is not drawn and all(np.array_equal(a, b) for a, b in zip(again, drawn))
+
+
+# -- world-size log --------------------------------------------------------------------------------
 def test_the_world_size_log_reads_the_file_only_when_it_changed(tmp_path, monkeypatch):
     path = str(tmp_path / "world_sizes.jsonl")
     log = WorldSizeLog(path, run="r", plan=PLAN)
@@ -57,7 +116,7 @@ def test_the_world_size_log_sees_a_span_another_process_writes(catalog):
     assert run.world_size_at(7) == 2 and [b.world_size for b in run.global_batch(7)] == [2, 2]
 
 
-# -- errors -----------------------------------------------------------------------------------------
+# -- errors ----------------------------------------------------------------------------------------
 def test_a_bad_rank_is_the_same_error_from_run_and_reader(catalog):
     run = catalog.create_run("ranks", ReadPlan([Source("alpha@v1")], seed=0, global_batch_size=4, steps=3, streams=4))
     for call in (lambda: run.batch(0, 2, world_size=2), lambda: run.reader(rank=2, world_size=2)):
