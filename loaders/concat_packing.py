@@ -1,6 +1,6 @@
 """A run's lossless packed sequences (read format 3): which documents fill stream ``k``'s ``n``-th sequence of ``s``.
 
-Glue between the run (reading and tokenizing documents), the per-source token
+Glue between the document source (reading and tokenizing documents), the per-source token
 counts (:mod:`loaders.token_index`) and the concat-and-chunk arithmetic
 (:mod:`loaders.packing`). Tokenized windows are kept in a small LRU, since a
 reader moves through a window over many steps.
@@ -12,18 +12,16 @@ import math
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from .batch import Document
+from .documents import DocumentSource
 from .errors import CorruptData
 from .lane_order import LaneOrder
 from .packing import LanePacker, WindowTokens
 from .transforms.pack import PackedSequence
-
-if TYPE_CHECKING:
-    from .run import Run
 
 #: Documents read and tokenized at a time once a window is being read in order (a reader moving through it).
 PIECE = 512
@@ -61,14 +59,22 @@ class PackingWaste:
 
 
 class ConcatPacking:
-    """Sequence lookup for every (stream, source) of a run packed with ``Pack(strategy="concat")``."""
+    """Sequence lookup for every (stream, source) of a run packed with ``Pack(strategy="concat")``.
+
+    ``documents`` reads and tokenizes the windows; ``counts`` are each source's tokens per chunk, ``records`` its
+    tokens per record where the run pinned them.
+    """
 
     def __init__(
-        self, run: "Run", orders: list[LaneOrder], counts: list[np.ndarray], records: list[np.ndarray | None] | None = None
+        self,
+        documents: DocumentSource,
+        orders: list[LaneOrder],
+        counts: list[np.ndarray],
+        records: list[np.ndarray | None] | None = None,
     ) -> None:
-        pack = run.plan.pack
+        pack = documents.plan.pack
         assert pack is not None
-        self.run = run
+        self.documents = documents
         self.pack = pack
         self.orders = orders
         #: Tokens of every record per source, where the run pinned them (they let a lookup skip a window's prefix).
@@ -113,11 +119,14 @@ class ConcatPacking:
         records, epochs = order.layout_records(layout, positions)
         plan = self.packers[(stream, source)].layout(layout)
         w = int(np.searchsorted(plan.windows, start))
-        where = f"run {self.run.name} source {self.run.sources[source].ref} stream {stream} epoch layout {layout}: the window of slots {start}..{end}"
+        where = (
+            f"run {self.documents.name} source {self.documents.sources[source].ref} stream {stream} "
+            f"epoch layout {layout}: the window of slots {start}..{end}"
+        )
         expected = int(plan.token_starts[w + 1] - plan.token_starts[w])
         known = self.record_counts[source]
         lengths = None if known is None else known[records].astype(np.int64)
-        window = _Window(self.run, source, positions, records, epochs, expected, where, lengths)
+        window = _Window(self.documents, source, positions, records, epochs, expected, where, lengths)
         with self._lock:
             window = self._windows.setdefault(key, window)
             while len(self._windows) > max(WINDOW_CACHE, 2 * len(self.packers)):
@@ -149,7 +158,7 @@ class _Window:
 
     def __init__(
         self,
-        run: "Run",
+        documents: DocumentSource,
         source: int,
         positions: np.ndarray,
         records: np.ndarray,
@@ -158,7 +167,7 @@ class _Window:
         where: str,
         lengths: np.ndarray | None = None,
     ) -> None:
-        self.run, self.source, self.where = run, source, where
+        self.documents, self.source, self.where = documents, source, where
         self.positions, self.records, self.epochs = positions, records, epochs
         self.expected = expected
         self.lengths = lengths
@@ -196,7 +205,7 @@ class _Window:
             self._spans.move_to_end(key)
             return cached
         picked = slice(first, last + 1)
-        documents, inputs = self.run.read_documents(self.source, self.records[picked], self.epochs[picked], self.positions[picked])
+        documents, inputs = self.documents.read_documents(self.source, self.records[picked], self.epochs[picked], self.positions[picked])
         assert self.lengths is not None and self.starts is not None
         for d, (document, i) in enumerate(zip(documents, inputs)):
             if len(i["input_ids"]) != self.lengths[first + d]:
@@ -216,7 +225,7 @@ class _Window:
         with self._lock:
             while self._done < len(self.records) and (tokens is None or self._tokens < tokens):
                 piece = slice(self._done, self._done + self._piece(tokens))
-                documents, inputs = self.run.read_documents(
+                documents, inputs = self.documents.read_documents(
                     self.source, self.records[piece], self.epochs[piece], self.positions[piece]
                 )
                 masks = [i.get("loss_mask") for i in inputs]

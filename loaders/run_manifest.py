@@ -14,6 +14,7 @@ from .catalog import Catalog, check_name
 from .catalog_files import read_json
 from .errors import CatalogCorrupt, InvalidPlan, RunNotFound
 from .mixture import apportion
+from .packer import estimate_sequences_per_block
 from .plan import ReadPlan, ResolvedSource
 from .version import DatasetVersion
 
@@ -153,7 +154,7 @@ def create_run(catalog: Catalog, name: str, plan: ReadPlan, *, exist_ok: bool = 
     if lossless:
         _record_token_counts(run, resolved)
     elif plan.pack is not None:
-        resolved["sequences_per_block"] = plan.pack.sequences_per_block or run._estimate_sequences_per_block()
+        resolved["sequences_per_block"] = plan.pack.sequences_per_block or estimate_sequences_per_block(run.sampler, run.documents)
         run = Run(catalog, manifest)
     if plan.epochs is not None:
         if lossless:
@@ -210,7 +211,7 @@ def _record_token_counts(run: "Run", resolved: dict[str, Any]) -> None:
     resolved["record_token_counts"] = []
     for i, entry in enumerate(resolved["token_counts"]):
         records_path = run.catalog.path("token-counts", token_index.records_path(entry["key"]))
-        records, records_sha = token_index.load_or_build(records_path, None, lambda i=i: run.count_record_tokens(i))
+        records, records_sha = token_index.load_or_build(records_path, None, lambda i=i: run.documents.count_record_tokens(i))
         sums = token_index.chunk_sums(records, run.sources[i].chunk)
         path = run.catalog.path("token-counts", f"{entry['key']}.npy")
         counts, entry["sha256"] = token_index.load_or_build(path, token_index.digest(sums), lambda sums=sums: sums)

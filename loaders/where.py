@@ -20,20 +20,35 @@ from __future__ import annotations
 
 import bisect
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import numpy as np
 
 from .errors import SampleNotFound
 from .lane_order import LaneOrder
 from .order import SourceOrder
+from .packer import Packer
 from .permutation import permutation
-
-if TYPE_CHECKING:
-    from .run import Run
+from .plan import ResolvedSource
+from .sampler import Sampler
+from .world_sizes import WorldSizeSpan
 
 #: Epochs listed per call unless the caller asks for another number.
 EPOCHS_PER_CALL = 8
+
+
+class LocatedRun(Protocol):
+    """What :func:`where_read` needs of a run (a :class:`loaders.run.Run`, whose ``where`` calls it): its parts."""
+
+    name: str
+    sources: list[ResolvedSource]
+    sampler: Sampler
+    packer: Packer
+
+    @property
+    def total_steps(self) -> int: ...
+
+    def world_size_history(self) -> list[WorldSizeSpan]: ...
 
 
 @dataclass(frozen=True)
@@ -119,39 +134,26 @@ def _source_draw(order: SourceOrder, layout: int, position: int) -> tuple[int, i
 
 
 # -- the reads of one epoch, as stream counters of samples ------------------------------------------------
-def _document(run: "Run", source: int, record: int, epoch: int) -> tuple[int, int]:
+def _document(sampler: Sampler, source: int, record: int, epoch: int) -> tuple[int, int]:
     """``(stream, document counter)`` of ``record``'s read in ``epoch`` (unpacked and fixed-block runs)."""
-    order = run.sampler.order(source)
+    order = sampler.order(source)
     layout, position = _layout_position(order, record, epoch)
     if isinstance(order, LaneOrder):
         stream, n = _lane_draw(order, layout, position)
     else:
         stream, n = _source_draw(order, layout, position)
-    return stream, run.sampler.counter_of(stream, source, n)
+    return stream, sampler.counter_of(stream, source, n)
 
 
-def _block_samples(run: "Run", stream: int, document: int) -> list[int]:
-    """Sample counters of the sequences of ``stream``'s fixed packing block that hold its ``document``-th document."""
-    pack = run.plan.pack
-    assert pack is not None and run.sequences_per_block is not None
-    block, within = divmod(document, pack.docs_per_block)
-    sequences, _ = run._packed_block(stream, block)
-    return [
-        block * run.sequences_per_block + q
-        for q, seq in enumerate(sequences)
-        if any(span.document == within for span in seq.spans)
-    ]
-
-
-def _lossless_samples(run: "Run", source: int, record: int, epoch: int) -> tuple[int, list[int]]:
+def _lossless_samples(sampler: Sampler, packer: Packer, source: int, record: int, epoch: int) -> tuple[int, list[int]]:
     """``(stream, sample counters)`` of the packed sequences holding ``record``'s tokens in ``epoch``."""
-    order = run.lane_orders[source]
+    order = sampler.lane_orders[source]
     layout, position = _layout_position(order, record, epoch)
     slot = int(order.slot_of(np.asarray([position]))[0])
     stream = next(k for k in range(order.streams) if order.rates[k] and order.slot_range(k)[0] <= slot < order.slot_range(k)[1])
-    concat = run.concat
-    packer = concat.packers[(stream, source)]
-    plan = packer.layout(layout)
+    concat = packer.concat
+    lane = concat.packers[(stream, source)]
+    plan = lane.layout(layout)
     w = int(np.searchsorted(plan.windows, slot, side="right")) - 1
     start, end = int(plan.windows[w]), int(plan.windows[w + 1])
     d = int(np.flatnonzero(order.shuffled(stream, layout, start, end) == position)[0])
@@ -160,43 +162,44 @@ def _lossless_samples(run: "Run", source: int, record: int, epoch: int) -> tuple
     length = int(starts[d + 1] - starts[d])
     if length == 0:
         return stream, []
-    base = packer.first_sequence(layout)
-    seq_len = packer.seq_len
+    base = lane.first_sequence(layout)
+    seq_len = lane.seq_len
     return stream, [
-        run.sampler.counter_of(stream, source, base + q) for q in range(first // seq_len, (first + length - 1) // seq_len + 1)
+        sampler.counter_of(stream, source, base + q) for q in range(first // seq_len, (first + length - 1) // seq_len + 1)
     ]
 
 
-def _epoch_samples(run: "Run", source: int, record: int, epoch: int) -> tuple[int, list[int]]:
+def _epoch_samples(run: LocatedRun, source: int, record: int, epoch: int) -> tuple[int, list[int]]:
     """``(stream, sample counters)``: the samples of ``stream`` that hold ``record`` in ``epoch``."""
-    if run.lossless_packing:
-        return _lossless_samples(run, source, record, epoch)
-    stream, document = _document(run, source, record, epoch)
-    if run.plan.pack is None:
+    if run.packer.lossless:
+        return _lossless_samples(run.sampler, run.packer, source, record, epoch)
+    stream, document = _document(run.sampler, source, record, epoch)
+    if run.packer.plan.pack is None:
         return stream, [document]
-    return stream, _block_samples(run, stream, document)
+    return stream, run.packer.block_samples(stream, document)
 
 
 # -- how many epochs a run reaches --------------------------------------------------------------------------
-def epochs_reached(run: "Run", source: int) -> int:
+def epochs_reached(run: LocatedRun, source: int) -> int:
     """Epochs of ``source`` the run's steps reach at least in part (an upper bound: reads past the end are dropped)."""
-    width, total = run.sampler.width, run.total_steps
-    order = run.sampler.order(source)
+    sampler, packer, total = run.sampler, run.packer, run.total_steps
+    order = sampler.order(source)
     layouts = 0
-    for stream in range(run.streams):
-        if run.lossless_packing:
+    for stream in range(sampler.streams):
+        if packer.lossless:
             key = (stream, source)
-            if key not in run.concat.packers:
+            if key not in packer.concat.packers:
                 continue
-            sequences = int(run.step_mixture.draws_before(stream, total)[source])  # type: ignore[union-attr]
+            assert sampler.step_mixture is not None
+            sequences = int(sampler.step_mixture.draws_before(stream, total)[source])
             if sequences:
-                layouts = max(layouts, run.concat.packers[key].locate(sequences - 1)[0] + 1)
+                layouts = max(layouts, packer.concat.packers[key].locate(sequences - 1)[0] + 1)
             continue
-        documents = total * width
-        if run.plan.pack is not None:
-            assert run.sequences_per_block is not None
-            documents = -(-documents // run.sequences_per_block) * run.plan.pack.docs_per_block
-        drawn = run.sampler.drawn_before(stream, source, documents)
+        documents = total * sampler.width
+        if packer.plan.pack is not None:
+            assert packer.sequences_per_block is not None
+            documents = -(-documents // packer.sequences_per_block) * packer.plan.pack.docs_per_block
+        drawn = sampler.drawn_before(stream, source, documents)
         lo, hi = order.part(stream)
         if drawn > 0 and hi > lo:
             layouts = max(layouts, -(-drawn // (hi - lo)))
@@ -204,7 +207,9 @@ def epochs_reached(run: "Run", source: int) -> int:
 
 
 # -- the public function -----------------------------------------------------------------------------------------
-def where_read(run: "Run", source: int, record: int, *, first_epoch: int = 0, epochs: int | None = EPOCHS_PER_CALL) -> WhereReads:
+def where_read(
+    run: LocatedRun, source: int, record: int, *, first_epoch: int = 0, epochs: int | None = EPOCHS_PER_CALL
+) -> WhereReads:
     """Every read of ``record`` of ``source`` by ``run`` in epochs ``[first_epoch, first_epoch + epochs)``.
 
     Reads at or past ``run.total_steps`` are left out; ``next_epoch`` names
@@ -222,13 +227,14 @@ def where_read(run: "Run", source: int, record: int, *, first_epoch: int = 0, ep
     reached = epochs_reached(run, source)
     stop = reached if epochs is None else min(reached, first_epoch + max(epochs, 0))
     result = WhereReads(run.name, source, record, reached, first_epoch, stop if stop < reached else None)
-    width, batch = run.sampler.width, run.global_batch_size
+    width, batch = run.sampler.width, run.sampler.global_batch_size
     history = run.world_size_history()
     starts = [span.start_step for span in history]
+    packed = run.packer.plan.pack is not None
     dropped = 0
     for epoch in range(first_epoch, stop):
         stream, samples = _epoch_samples(run, source, record, epoch)
-        if not samples and run.plan.pack is not None:
+        if not samples and packed:
             dropped += 1
         for counter in samples:
             step, offset = divmod(counter, width)

@@ -213,7 +213,7 @@ def long_catalog(tmp_path_factory) -> Catalog:
 
 
 def test_a_sequence_deep_in_a_window_reads_only_its_own_documents(long_catalog, monkeypatch):
-    from loaders.run import Run
+    from loaders.documents import DocumentSource
 
     plan = ReadPlan(
         [Source("many@v1", transforms=TOKENIZE)], seed=3, global_batch_size=2, streams=1, steps=4,
@@ -221,13 +221,13 @@ def test_a_sequence_deep_in_a_window_reads_only_its_own_documents(long_catalog, 
     )
     run = long_catalog.create_run("deep", plan)
     read: list[int] = []
-    original = Run.read_documents
+    original = DocumentSource.read_documents
 
     def counting(self, source, records, epochs, positions):
         read.append(len(records))
         return original(self, source, records, epochs, positions)
 
-    monkeypatch.setattr(Run, "read_documents", counting)
+    monkeypatch.setattr(DocumentSource, "read_documents", counting)  # where a run's documents are read
     packer = run.concat.packers[(0, 0)]
     deep = packer.layout(0).sequences // 8  # half way into the first window of 1000 documents
     seq, documents = run.concat.sequence(0, 0, deep)

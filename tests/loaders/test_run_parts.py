@@ -1,4 +1,4 @@
-"""The parts behind the Run façade, each on its own: the sampler and the world-size log;
+"""The parts behind the Run façade, each on its own: sampler, document source, packer, assembler and world-size log;
 and the errors Run and Reader share."""
 
 from __future__ import annotations
@@ -10,15 +10,23 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from loaders import Catalog, RankOutOfRange, ReadPlan, Run, Shuffle, Source, storage
+from loaders import Catalog, Pack, RankOutOfRange, ReadPlan, Run, Shuffle, Source, Tokenize, storage
+from loaders.assembler import Assembler
+from loaders.documents import DocumentSource
+from loaders.packer import Packer, estimate_sequences_per_block
 from loaders.sampler import Sampler
 from loaders.world_sizes import WorldSizeLog, WorldSizeSpan
 from tests.loaders.test_formats import _as_format
+from tests.loaders.test_run import _tokenizer_json
 from tests.support.readpath import write_text_dataset
 
 PLAN = ReadPlan(
     [Source("alpha@v1", weight=2.0), Source("beta@v1", weight=1.0)], seed=7, global_batch_size=8, steps=12, streams=4,
     shuffle=Shuffle(chunk_size=6, window_chunks=2), mixture_block=64,
+)
+PACKED = ReadPlan(
+    [Source("alpha@v1", transforms=[Tokenize("text", tokenizer="words")])], seed=3, global_batch_size=4, steps=6, streams=2,
+    transforms=[Pack(seq_len=16, docs_per_block=8, strategy="block")],
 )
 
 
@@ -27,6 +35,7 @@ def catalog(tmp_path_factory) -> Catalog:
     catalog = Catalog(tmp_path_factory.mktemp("parts") / "catalog")
     write_text_dataset(catalog, "alpha", 97, row_group=3, shards=3)
     write_text_dataset(catalog, "beta", 31, row_group=2, shards=1)
+    catalog.put_tokenizer("words", _tokenizer_json())
     return catalog
 
 
@@ -40,6 +49,10 @@ def runs(catalog) -> dict[int, Run]:
 def _sampler(run: Run) -> Sampler:
     resolved = run.manifest["resolved"]
     return Sampler(run.plan, run.sources, resolved["counts"], read_format=run.read_format, cycle_steps=resolved.get("cycle_steps"))
+
+
+def _documents(run: Run) -> DocumentSource:
+    return DocumentSource(run.catalog, run.name, run.plan, run.sources, run.tokenizers, token_counts=run.manifest["resolved"].get("token_counts"))
 
 
 def _record_indices(run: Run, batch) -> list[tuple[int, int, int]]:
@@ -84,6 +97,43 @@ def test_prefetched_draws_are_handed_over_once(runs):
     assert sampler.draws(1, range(4, 12)) is drawn  # kept for exactly this range...
     again = sampler.draws(1, range(4, 12))  # ...and then computed
     assert again is not drawn and all(np.array_equal(a, b) for a, b in zip(again, drawn))
+
+
+# -- document source and assembler -----------------------------------------------------------------
+def test_the_document_source_reads_the_records_the_sampler_draws(runs):
+    run = runs[3]
+    sampler, documents = _sampler(run), _documents(run)
+    counters = range(2 * sampler.width, 3 * sampler.width)  # stream 0's documents of step 2
+    read = documents.read(sampler.draws(0, counters), counters)
+    batch = run.batch(2, 0, world_size=sampler.streams)  # rank 0 of 4 reads exactly stream 0
+    assert read.records == batch.records and read.draws.tolist() == list(counters)
+    assert [d.key for d in documents.documents(sampler.draws(0, counters), counters)] == batch.keys
+
+
+@pytest.mark.parametrize("fmt", [2, 3])
+def test_the_assembler_gives_the_facades_batches(runs, fmt):
+    run = runs[fmt]
+    sampler, documents = _sampler(run), _documents(run)
+    packer = Packer(sampler, documents, read_format=run.read_format, sequences_per_block=run.sequences_per_block)
+    assembler = Assembler(run.name, sampler, documents, packer)
+    assembler.prefetch(range(3, 7), 1, 2)
+    assert [b.digest for b in assembler.batches(range(3, 7), 1, 2)] == [run.batch(s, 1, world_size=2).digest for s in range(3, 7)]
+
+
+# -- packer ----------------------------------------------------------------------------------------
+def test_the_estimate_of_sequences_per_block_needs_no_run(catalog):
+    run = catalog.create_run("packed", PACKED)
+    assert run.plan.pack.sequences_per_block is None and run.sequences_per_block >= 1
+    sampler, documents = _sampler(run), _documents(run)
+    assert estimate_sequences_per_block(sampler, documents) == run.sequences_per_block
+    packer = Packer(sampler, documents, read_format=run.read_format, sequences_per_block=run.sequences_per_block)
+    for step in range(run.total_steps):
+        assert [packer.sample(step, p).digest_value() for p in range(4)] == [s.digest_value() for s in run.batch(step, 0, world_size=1).samples]
+    # block_samples lists the sequences a document's tokens went into, as the packed block shows them
+    for document in range(PACKED.pack.docs_per_block):
+        sequences, _ = packer.packed_block(1, 0)
+        holding = [q for q, seq in enumerate(sequences) if any(span.document == document for span in seq.spans)]
+        assert packer.block_samples(1, document) == holding
 
 
 # -- world-size log --------------------------------------------------------------------------------
