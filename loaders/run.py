@@ -4,7 +4,8 @@
 - :class:`~loaders.documents.DocumentSource` — reading records, document transforms, token counts;
 - :class:`~loaders.packer.Packer` — packed sequences (fixed blocks, lossless concat-and-chunk), packing waste;
 - :class:`~loaders.assembler.Assembler` — one rank's batches for consecutive steps, and reading ahead;
-- :class:`~loaders.world_sizes.WorldSizeLog` — the world size in force at each step.
+- :class:`~loaders.world_sizes.WorldSizeLog` — the world size in force at each step;
+- :class:`~loaders.verifier.Verifier` — the ledger, and recomputed batches compared with it.
 
 >>> run = catalog.create_run("demo", plan)      # doctest: +SKIP
 >>> batch = run.batch(120, rank=1)               # doctest: +SKIP
@@ -34,12 +35,13 @@ from .plan import ReadPlan, ResolvedSource
 from .run_manifest import read_format, resolve_against, run_dir, stored_plan_json
 from .sampler import Drawn, Sampler
 from .step_mixture import StepMixture
-from .verification import Verification, compare_with_ledger
+from .ledger import Ledger
+from .verification import Verification
+from .verifier import Verifier
 from .version import DatasetVersion
 from .world_sizes import WorldSizeLog, WorldSizeSpan, check_world_size
 
 if TYPE_CHECKING:
-    from .ledger import Ledger
     from .reader import Reader
     from .where import WhereReads
 
@@ -75,7 +77,6 @@ class Run:
         )
         self.packer = Packer(self.sampler, self.documents, read_format=self.read_format, sequences_per_block=self.sequences_per_block)
         self.assembler = Assembler(self.name, self.sampler, self.documents, self.packer)
-        self._ledger: "Ledger | None" = None
 
     # -- description ------------------------------------------------------------
     @property
@@ -251,21 +252,26 @@ class Run:
             yield self.batch(step, rank, world_size=world_size)
 
     # -- ledger and reading ---------------------------------------------------------------
-    @property
-    def ledger(self) -> "Ledger":
-        from .ledger import Ledger
+    @functools.cached_property
+    def verifier(self) -> Verifier:
+        """The run's ledger, compared with recomputed batches."""
 
-        if self._ledger is None:
-            self._ledger = Ledger(storage.join(self.directory, "ledger"))
-        return self._ledger
+        def recompute(step: int, rank: int) -> Batch:
+            return self.batch(step, rank, world_size=self.world_size_at(step))
+
+        return Verifier(storage.join(self.directory, "ledger"), recompute)
+
+    @property
+    def ledger(self) -> Ledger:
+        return self.verifier.ledger
 
     def verify(self, step: int, rank: int = 0) -> Verification:
         """Recompute ``(step, rank)`` and compare with what the ledger recorded."""
-        return self.compare(self.batch(step, rank, world_size=self.world_size_at(step)))
+        return self.verifier.verify(step, rank)
 
     def compare(self, batch: Batch) -> Verification:
         """Compare an already computed batch with the ledger record for its step, rank and world size."""
-        return compare_with_ledger(self, batch)
+        return self.verifier.compare(batch)
 
     def against(self, other: str) -> "Run":
         """This run's plan re-resolved with one source swapped: ``name@version-or-tag``, or another run's versions.

@@ -9,15 +9,12 @@ is no record. :func:`verify_run` adds what cannot be attributed to a step: unrea
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Iterator
+from typing import Any, Iterator, Protocol
 
+from .batch import Batch
 from .digests import DIGEST_FORMAT
-from .ledger import LedgerEntry, LedgerProblem
+from .ledger import Ledger, LedgerEntry, LedgerProblem
 from .legacy import batch_digests_v1
-
-if TYPE_CHECKING:
-    from .batch import Batch
-    from .run import Run
 
 #: ``batchscope verify`` exit codes.
 EXIT_VERIFIED = 0  # every (step, rank) checked was verified and trained
@@ -57,13 +54,13 @@ def _positions(ledger: list[Any], computed: list[Any]) -> list[int]:
     return [i for i in range(max(len(ledger), len(computed))) if i >= len(ledger) or i >= len(computed) or ledger[i] != computed[i]]
 
 
-def compare_with_ledger(run: "Run", batch: "Batch") -> Verification:
-    """Compare an already computed batch with the ledger record for its step, rank and world size.
+def compare_with_ledger(ledger: Ledger, batch: Batch) -> Verification:
+    """Compare an already computed batch with the ``ledger`` record for its step, rank and world size.
 
-    >>> compare_with_ledger(run, run.batch(3, 0, world_size=2)).status   # doctest: +SKIP
+    >>> compare_with_ledger(run.ledger, run.batch(3, 0, world_size=2)).status   # doctest: +SKIP
     'verified'
     """
-    entry = run.ledger.entry(batch.step, batch.rank, batch.world_size)
+    entry = ledger.entry(batch.step, batch.rank, batch.world_size)
     where = (batch.step, batch.rank, batch.world_size)
     if entry is None:
         return Verification("no-ledger", *where, batch.digest, None, [])
@@ -131,7 +128,20 @@ class RunVerification:
         return EXIT_VERIFIED
 
 
-def verify_run(run: "Run", steps: range) -> RunVerification:
+class CheckedRun(Protocol):
+    """What :func:`verify_run` needs of a run (a :class:`loaders.run.Run`)."""
+
+    name: str
+
+    @property
+    def ledger(self) -> Ledger: ...
+
+    def global_batch(self, step: int) -> Iterator[Batch]: ...
+
+    def compare(self, batch: Batch) -> Verification: ...
+
+
+def verify_run(run: CheckedRun, steps: range) -> RunVerification:
     """Check every (step, rank) of ``steps`` under the world size in force at each step.
 
     >>> verify_run(run, range(100)).exit_code   # doctest: +SKIP

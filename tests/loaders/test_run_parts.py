@@ -1,4 +1,4 @@
-"""The parts behind the Run façade, each on its own: sampler, document source, packer, assembler and world-size log;
+"""The parts behind the Run façade, each on its own: sampler, document source, packer, assembler, world-size log and verifier;
 and the errors Run and Reader share."""
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from loaders.assembler import Assembler
 from loaders.documents import DocumentSource
 from loaders.packer import Packer, estimate_sequences_per_block
 from loaders.sampler import Sampler
+from loaders.verifier import Verifier
 from loaders.world_sizes import WorldSizeLog, WorldSizeSpan
 from tests.loaders.test_formats import _as_format
 from tests.loaders.test_run import _tokenizer_json
@@ -164,6 +165,19 @@ def test_the_world_size_log_sees_a_span_another_process_writes(catalog):
     subprocess.run([sys.executable, "-c", code, catalog.root, run.name], check=True, cwd=Path(__file__).parents[2])
     assert run.world_size_history() == [WorldSizeSpan(0, 1), WorldSizeSpan(4, 2)]
     assert run.world_size_at(7) == 2 and [b.world_size for b in run.global_batch(7)] == [2, 2]
+
+
+# -- verifier --------------------------------------------------------------------------------------
+def test_the_verifier_compares_recomputed_batches_with_the_ledger(catalog):
+    run = catalog.create_run("verified", PLAN)
+    verifier = Verifier(storage.join(run.directory, "ledger"), lambda step, rank: run.batch(step, rank, world_size=2))
+    assert verifier.verify(1, 1).status == "no-ledger"
+    with run.reader(rank=1, world_size=2, end_step=3) as reader:
+        for batch in reader:
+            reader.mark_trained(batch.step)
+    assert [verifier.verify(s, 1).status for s in range(4)] == ["verified", "verified", "verified", "no-ledger"]
+    batch = run.batch(2, 1, world_size=2)
+    assert verifier.compare(batch) == run.compare(batch)  # rank 1 does not log world sizes: give the batch
 
 
 # -- errors ----------------------------------------------------------------------------------------
