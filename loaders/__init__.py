@@ -5,7 +5,8 @@
 >>> version = catalog.register("web-text", ["a.parquet"], tag="v1")  # doctest: +SKIP
 """
 
-from .catalog import Catalog, default_root
+from .batch import Address, Batch, Document, Sample
+from .catalog import default_root
 from .errors import (
     AmbiguousKey,
     AmbiguousVersion,
@@ -31,6 +32,12 @@ from .errors import (
     VersionNotFound,
 )
 from .kinds import KINDS, infer_kind, infer_kinds
+from .ledger import Ledger, LedgerEntry
+from .plan import ReadPlan, Shuffle, Source
+from .reader import Reader
+from .run import Run, Verification, WorldSizeSpan
+from .run_catalog import Catalog
+from .transforms import ChatTemplate, Pack, RandomResizedCrop, SampleFrames, Tokenize, Transform, UserFunction, UseTokens
 from .version import DatasetVersion
 
 __all__ = [
@@ -62,25 +69,6 @@ __all__ = [
     "default_root",
     "infer_kind",
     "infer_kinds",
-]
-
-from .batch import Address, Batch, Document, Sample  # noqa: E402
-from .ledger import Ledger, LedgerEntry  # noqa: E402
-from .plan import ReadPlan, Shuffle, Source  # noqa: E402
-from .reader import Reader  # noqa: E402
-from .run import Run, Verification, WorldSizeSpan  # noqa: E402
-from .transforms import (  # noqa: E402
-    ChatTemplate,
-    Pack,
-    RandomResizedCrop,
-    SampleFrames,
-    Tokenize,
-    Transform,
-    UserFunction,
-    UseTokens,
-)
-
-__all__ += [
     "Address",
     "Batch",
     "ChatTemplate",

@@ -1,4 +1,8 @@
-"""The catalog: named, versioned, content-addressed datasets, tags, tokenizers and runs under one root."""
+"""The catalog store: named, versioned, content-addressed datasets, tags and tokenizers under one root.
+
+Runs live under the same root; :class:`loaders.run_catalog.Catalog` (exported as ``loaders.Catalog``) is this store
+plus creating, opening and listing them.
+"""
 
 from __future__ import annotations
 
@@ -34,9 +38,6 @@ from .version import DatasetVersion
 
 if TYPE_CHECKING:
     from tokenizers import Tokenizer
-
-    from .plan import ReadPlan
-    from .run import Run
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 DEFAULT_ROOT = "./batchscope-data"
@@ -95,10 +96,10 @@ def _expand(paths: Iterable[str | os.PathLike[str]]) -> list[str]:
     return [storage.normalize(p) for p in out]
 
 
-class Catalog:
-    """A catalog root holding datasets, tags, tokenizers, runs and ledgers.
+class CatalogStore:
+    """A catalog root holding datasets, tags and tokenizers (and the files of runs, which this layer does not read).
 
-    >>> catalog = Catalog("/tmp/bs-doc")                       # doctest: +SKIP
+    >>> catalog = CatalogStore("/tmp/bs-doc")                  # doctest: +SKIP
     >>> v1 = catalog.register("web-text", ["shard-0.parquet"], tag="v1")  # doctest: +SKIP
     >>> catalog.resolve("web-text@v1").id == v1.id             # doctest: +SKIP
     True
@@ -108,7 +109,7 @@ class Catalog:
         self.root = storage.normalize(root if root is not None else default_root())
 
     def __repr__(self) -> str:
-        return f"Catalog({self.root!r})"
+        return f"{type(self).__name__}({self.root!r})"
 
     # -- paths -------------------------------------------------------------
     def path(self, *parts: str) -> str:
@@ -390,23 +391,6 @@ class Catalog:
             with _TOKENIZERS_LOCK:
                 _TOKENIZERS_BY_ID[(self.root, ref)] = found
         return found
-
-    # -- runs --------------------------------------------------------------
-    def create_run(self, name: str, plan: "ReadPlan", *, exist_ok: bool = False) -> "Run":
-        """Resolve every tag in ``plan`` to a version id and write the run manifest."""
-        from .run_manifest import create_run
-
-        return create_run(self, name, plan, exist_ok=exist_ok)
-
-    def run(self, name: str) -> "Run":
-        """Open an existing run."""
-        from .run_manifest import open_run
-
-        return open_run(self, name)
-
-    def runs(self) -> list[str]:
-        """Names of all runs, sorted."""
-        return [n for n in storage.list_names(self.path("runs")) if storage.stat(self.path("runs", n, "run.json")).exists]
 
 
 _TOKENIZERS: dict[str, "Tokenizer"] = {}

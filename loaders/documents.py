@@ -21,7 +21,7 @@ import numpy as np
 
 from . import token_index
 from .batch import Document, SourceRef
-from .catalog import Catalog
+from .catalog import CatalogStore
 from .errors import CorruptData, InvalidPlan
 from .plan import ReadPlan, ResolvedSource
 from .records import Record
@@ -64,7 +64,7 @@ class DocumentSource:
 
     def __init__(
         self,
-        catalog: Catalog,
+        catalog: CatalogStore,
         name: str,
         plan: ReadPlan,
         sources: Sequence[ResolvedSource],

@@ -20,7 +20,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from . import storage
-from .catalog import Catalog, _expand
+from .catalog import CatalogStore, _expand
 from .errors import RegistrationError
 from .records import content_key, table_records
 from .shards import scan_shard
@@ -106,7 +106,7 @@ def _remove_abandoned_copies(directory: str) -> None:
 
 
 def write_excluding(
-    catalog: Catalog,
+    catalog: CatalogStore,
     name: str,
     paths: Sequence[str | os.PathLike[str]],
     keyfile: str,

@@ -9,13 +9,20 @@ state saved while a framework has batches prefetched resumes with the first untr
 from __future__ import annotations
 
 import warnings
-from typing import TYPE_CHECKING, Any, Callable
+from typing import Any, Callable, Protocol
 
+from .ledger import Ledger
 from .ledger_writer import LedgerWriter
-from .reader_state import make_state, resume_step
+from .reader_state import StatefulRun, make_state, resume_step
 
-if TYPE_CHECKING:
-    from .run import Run
+
+class LoggedRun(StatefulRun, Protocol):
+    """What progress needs of its run (a :class:`loaders.run.Run`): its ledger and world-size log."""
+
+    @property
+    def ledger(self) -> Ledger: ...
+
+    def record_world_size(self, start_step: int, world_size: int) -> None: ...
 
 
 class Progress:
@@ -24,7 +31,7 @@ class Progress:
 
     def __init__(
         self,
-        run: "Run",
+        run: LoggedRun,
         rank: int,
         world_size: int,
         *,

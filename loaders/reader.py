@@ -4,19 +4,17 @@ from __future__ import annotations
 
 import collections
 import concurrent.futures as cf
-from typing import TYPE_CHECKING, Any, Iterator
+from typing import Any, Iterator, Protocol
 
 from .batch import Batch
 from .collate import collate_numpy
 from .errors import RankOutOfRange
 from .ledger_writer import batch_summary
-from .progress import Progress
+from .plan import ReadPlan
+from .progress import LoggedRun, Progress
 from .reader_state import STATE_FORMAT
 
-if TYPE_CHECKING:
-    from .run import Run
-
-__all__ = ["STATE_FORMAT", "Reader", "default_prefetch", "default_steps_per_task"]
+__all__ = ["STATE_FORMAT", "ReadableRun", "Reader", "default_prefetch", "default_steps_per_task"]
 
 
 #: Samples per background task for plans whose samples are plain records (larger tasks amortize the order
@@ -24,20 +22,35 @@ __all__ = ["STATE_FORMAT", "Reader", "default_prefetch", "default_steps_per_task
 TASK_SAMPLES = 16384
 
 
-def _plain_records(run: "Run") -> bool:
+class ReadableRun(LoggedRun, Protocol):
+    """What a reader needs of its run (a :class:`loaders.run.Run`, whose :meth:`~loaders.run.Run.reader` makes one)."""
+
+    plan: ReadPlan
+
+    @property
+    def global_batch_size(self) -> int: ...
+
+    def check_world_size(self, world_size: int) -> None: ...
+
+    def batches(self, steps: range, rank: int = 0, *, world_size: int) -> list[Batch]: ...
+
+    def prefetch(self, steps: range, rank: int = 0, *, world_size: int) -> None: ...
+
+
+def _plain_records(run: ReadableRun) -> bool:
     """Whether the plan's samples are records as stored (no transforms, no packing)."""
     plan = run.plan
     return plan.pack is None and not plan.document_transforms and not any(s.transforms for s in plan.sources)
 
 
-def default_steps_per_task(run: "Run", world_size: int) -> int:
+def default_steps_per_task(run: ReadableRun, world_size: int) -> int:
     """How many consecutive steps one task computes, by default."""
     if _plain_records(run):
         return max(1, min(256, TASK_SAMPLES * world_size // run.global_batch_size))
     return 8
 
 
-def default_prefetch(run: "Run") -> int:
+def default_prefetch(run: ReadableRun) -> int:
     """How many tasks are computed ahead on background threads, by default.
 
     For plain records the heavy work (reading, verifying, decoding and
@@ -84,7 +97,7 @@ class Reader:
 
     def __init__(
         self,
-        run: "Run",
+        run: ReadableRun,
         rank: int,
         world_size: int,
         *,

@@ -12,12 +12,9 @@ prefetched but not trained and are delivered again after a resume. It is informa
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from .errors import StateMismatch
-
-if TYPE_CHECKING:
-    from .run import Run
 
 STATE_FORMAT = "batchscope.reader/2"
 #: States saved before "trained" existed: ``step`` was the next step to hand out. Still loaded (the fingerprint
@@ -25,7 +22,18 @@ STATE_FORMAT = "batchscope.reader/2"
 LEGACY_STATE_FORMAT = "batchscope.reader/1"
 
 
-def make_state(run: "Run", *, step: int, fetched: int, world_size: int, rank: int) -> dict[str, Any]:
+class StatefulRun(Protocol):
+    """What a reader state names of its run (a :class:`loaders.run.Run`)."""
+
+    name: str
+    fingerprint: str
+    read_format: int
+
+    @property
+    def total_steps(self) -> int: ...
+
+
+def make_state(run: StatefulRun, *, step: int, fetched: int, world_size: int, rank: int) -> dict[str, Any]:
     """The state of rank ``rank`` of ``world_size`` that has trained every step before ``step``.
 
     >>> make_state(run, step=12, fetched=13, world_size=2, rank=0)["step"]   # doctest: +SKIP
@@ -43,7 +51,7 @@ def make_state(run: "Run", *, step: int, fetched: int, world_size: int, rank: in
     }
 
 
-def resume_step(run: "Run", state: dict[str, Any], *, what: str = "reader") -> int:
+def resume_step(run: StatefulRun, state: dict[str, Any], *, what: str = "reader") -> int:
     """The step a reader of ``run`` resumes at from ``state``; :class:`StateMismatch` when the state is not ``run``'s.
 
     Refuses, each with a message naming both sides: a dict that is no reader state, a state saved under another

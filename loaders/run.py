@@ -16,34 +16,32 @@
 from __future__ import annotations
 
 import functools
-from typing import TYPE_CHECKING, Any, Iterator
+from typing import Any, Iterator
 
 import numpy as np
 
 from . import storage
 from .assembler import Assembler
 from .batch import Batch, Document, SourceRef
-from .catalog import Catalog
+from .catalog import CatalogStore
 from .concat_packing import ConcatPacking, PackingWaste
 from .documents import DocumentSource
 from .errors import RankOutOfRange, StepOutOfRange
 from .lane_order import LaneOrder
+from .ledger import Ledger
 from .mixture import Mixture
 from .order import SourceOrder
 from .packer import Packer
 from .plan import ReadPlan, ResolvedSource
+from .reader import Reader
 from .run_manifest import read_format, resolve_against, run_dir, stored_plan_json
 from .sampler import Drawn, Sampler
 from .step_mixture import StepMixture
-from .ledger import Ledger
 from .verification import Verification
 from .verifier import Verifier
 from .version import DatasetVersion
+from .where import WhereReads, where_read
 from .world_sizes import WorldSizeLog, WorldSizeSpan, check_world_size
-
-if TYPE_CHECKING:
-    from .reader import Reader
-    from .where import WhereReads
 
 __all__ = ["Run", "Verification", "WorldSizeSpan"]
 
@@ -57,7 +55,7 @@ class Run:
     ['json.loads', 'os.path.join']
     """
 
-    def __init__(self, catalog: Catalog, manifest: dict[str, Any]) -> None:
+    def __init__(self, catalog: CatalogStore, manifest: dict[str, Any]) -> None:
         self.catalog = catalog
         self.manifest = manifest
         self.name: str = manifest["name"]
@@ -238,11 +236,9 @@ class Run:
         self.check_world_size(world_size)
         return self.sampler.addresses(step, self.sampler.positions(rank, world_size))
 
-    def where(self, source: int, record: int, **options: Any) -> "WhereReads":
+    def where(self, source: int, record: int, **options: Any) -> WhereReads:
         """Where this run read ``record`` of ``source``, per epoch (``first_epoch``, ``epochs``): see
         :func:`loaders.where.where_read`."""
-        from .where import where_read
-
         return where_read(self, source, record, **options)
 
     def global_batch(self, step: int) -> Iterator[Batch]:
@@ -280,10 +276,8 @@ class Run:
         shows what this run would have read at that step had the source been
         that version (useful before swapping a version into a running job).
         """
-        return Run(self.catalog, resolve_against(self, other))
+        return Run(self.catalog, resolve_against(self.catalog, self.manifest, other))
 
-    def reader(self, rank: int = 0, world_size: int = 1, **options: Any) -> "Reader":
+    def reader(self, rank: int = 0, world_size: int = 1, **options: Any) -> Reader:
         """The production iterator for one rank (see :class:`loaders.reader.Reader`)."""
-        from .reader import Reader
-
         return Reader(self, rank, world_size, **options)

@@ -1,4 +1,13 @@
-"""Run manifests: a read plan resolved against the catalog (tags → version ids, order numbers), written once."""
+"""Run manifests: a read plan resolved against the catalog (tags → version ids, order numbers), written once.
+
+Resolving reads what the order needs from the data itself — every source's token counts (lossless packing) or an
+estimate of sequences per packing block — through the run's parts (sampler, document source, packer), never
+through a :class:`loaders.run.Run`, which is made from the manifest afterwards.
+
+>>> manifest = create_manifest(catalog, "r", plan)        # doctest: +SKIP
+>>> manifest["resolved"]["sources"][0]["version"][:8]     # doctest: +SKIP
+'3f9c2a71'
+"""
 
 from __future__ import annotations
 
@@ -7,19 +16,39 @@ import hashlib
 import json
 import math
 import statistics
-from typing import TYPE_CHECKING, Any, Callable
+from typing import Any, Callable
+
+import numpy as np
 
 from . import storage, token_index
-from .catalog import Catalog, check_name
+from .catalog import CatalogStore, check_name
 from .catalog_files import read_json
-from .errors import CatalogCorrupt, InvalidPlan, RunNotFound
+from .concat_packing import ConcatPacking
+from .documents import DocumentSource
+from .errors import InvalidPlan, RunNotFound
 from .mixture import apportion
 from .packer import estimate_sequences_per_block
-from .plan import ReadPlan, ResolvedSource
+from .plan import ReadPlan, ResolvedSource, packs_losslessly
+from .sampler import Sampler
+from .step_mixture import StepMixture
 from .version import DatasetVersion
 
-if TYPE_CHECKING:
-    from .run import Run
+__all__ = [
+    "READ_FORMAT",
+    "ResolvedSource",
+    "create_manifest",
+    "cycle_steps",
+    "fingerprint",
+    "load_manifest",
+    "manifest_path",
+    "read_format",
+    "resolve_against",
+    "run_dir",
+    "run_names",
+    "source_chunk",
+    "stored_plan_json",
+    "token_count_key",
+]
 
 
 #: How a run's plan turns into samples. A run keeps the format it was created with, so upgrading batchscope
@@ -101,13 +130,38 @@ def median_row_group(version: DatasetVersion) -> int:
     return int(statistics.median(sizes)) if sizes else 1
 
 
-def run_dir(catalog: Catalog, name: str) -> str:
+def run_dir(catalog: CatalogStore, name: str) -> str:
+    """Where run ``name`` keeps its manifest, world-size log and ledger."""
     return catalog.path("runs", check_name("run", name))
 
 
-def create_run(catalog: Catalog, name: str, plan: ReadPlan, *, exist_ok: bool = False) -> "Run":
-    """Resolve ``plan`` against ``catalog`` and write the run manifest (see :meth:`Catalog.create_run`)."""
-    path = storage.join(run_dir(catalog, name), "run.json")
+def run_names(catalog: CatalogStore) -> list[str]:
+    """Names of all runs in ``catalog``, sorted."""
+    return [n for n in storage.list_names(catalog.path("runs")) if storage.stat(catalog.path("runs", n, "run.json")).exists]
+
+
+def manifest_path(catalog: CatalogStore, name: str) -> str:
+    """Where run ``name``'s manifest is written."""
+    return storage.join(run_dir(catalog, name), "run.json")
+
+
+def load_manifest(catalog: CatalogStore, name: str) -> dict[str, Any]:
+    """The manifest of run ``name`` (``RunNotFound``, naming the runs there are, when it does not exist;
+    ``CatalogCorrupt`` when it is not JSON)."""
+    path = manifest_path(catalog, name)
+    if not storage.stat(path).exists:
+        runs = ", ".join(run_names(catalog)) or "none"
+        raise RunNotFound(f"no run named {name!r} in catalog {catalog.root} (runs: {runs})")
+    return read_json(path, "run manifest")
+
+
+def create_manifest(catalog: CatalogStore, name: str, plan: ReadPlan, *, exist_ok: bool = False) -> dict[str, Any]:
+    """Resolve ``plan`` against ``catalog`` and write run ``name``'s manifest; returns the manifest to read it by.
+
+    An existing run of that name is refused, unless ``exist_ok`` and its plan and resolved versions are the same:
+    then its own manifest is returned, in the read format it was created with.
+    """
+    path = manifest_path(catalog, name)
     old = json.loads(storage.read_bytes(path)) if storage.stat(path).exists else None
     # Reopening an existing run resolves the plan in the read format that run was created with.
     fmt = read_format(old) if old is not None else READ_FORMAT
@@ -142,23 +196,24 @@ def create_run(catalog: Catalog, name: str, plan: ReadPlan, *, exist_ok: bool = 
         resolved["read_format"] = fmt
     if fmt >= 3:
         resolved["cycle_steps"] = cycle
-    lossless = fmt >= 3 and plan.pack is not None and plan.pack.strategy == "concat"
+    lossless = packs_losslessly(plan, fmt)
     if lossless:
         resolved["token_counts"] = [
             {"key": token_count_key(plan, i, s, tokenizers), "sha256": None} for i, s in enumerate(sources)
         ]
     manifest = {"format": "batchscope.run/1", "name": name, "created": now(), "plan": plan_json or plan.to_json(), "resolved": resolved}
-    from .run import Run
-
-    run = Run(catalog, manifest)
+    stored = ReadPlan.from_json(stored_plan_json(manifest))  # the plan as the run will read it
+    documents = DocumentSource(catalog, name, stored, sources, tokenizers)
+    sampler = Sampler(stored, sources, counts, read_format=fmt, cycle_steps=resolved.get("cycle_steps"))
     if lossless:
-        _record_token_counts(run, resolved)
+        token_counts = _record_token_counts(documents, resolved)
     elif plan.pack is not None:
-        resolved["sequences_per_block"] = plan.pack.sequences_per_block or estimate_sequences_per_block(run.sampler, run.documents)
-        run = Run(catalog, manifest)
+        resolved["sequences_per_block"] = plan.pack.sequences_per_block or estimate_sequences_per_block(sampler, documents)
     if plan.epochs is not None:
         if lossless:
-            resolved["total_steps"] = _steps_for_packed_epochs(run, plan.epochs)
+            assert sampler.step_mixture is not None
+            concat = ConcatPacking(documents, sampler.lane_orders, token_counts)
+            resolved["total_steps"] = _steps_for_packed_epochs(concat, sampler.step_mixture, plan.epochs)
         else:
             block = cycle * plan.global_batch_size if fmt >= 3 else plan.mixture_block
             docs_per_sample = 1.0
@@ -170,7 +225,7 @@ def create_run(catalog: Catalog, name: str, plan: ReadPlan, *, exist_ok: bool = 
     if old is not None:
         same = plan_json is not None and old.get("fingerprint") == manifest["fingerprint"]
         if same and exist_ok:
-            return Run(catalog, old)  # an identical run, in the read format it was created with
+            return old  # an identical run, in the read format it was created with
         raise InvalidPlan(
             f"run {name!r} already exists in {catalog.root}"
             + ("" if same else " with a different plan or different resolved versions")
@@ -178,7 +233,7 @@ def create_run(catalog: Catalog, name: str, plan: ReadPlan, *, exist_ok: bool = 
             + ("" if exist_ok else " or pass exist_ok=True to reopen an identical run")
         )
     storage.write_bytes_atomic(path, json.dumps(manifest, indent=1).encode())
-    return Run(catalog, manifest)
+    return manifest
 
 
 def cycle_steps(plan: ReadPlan) -> int:
@@ -205,27 +260,28 @@ def token_count_key(plan: ReadPlan, index: int, source: ResolvedSource, tokenize
     return token_index.index_key(source.version, source.rows, source.chunk, transforms, tokenizers, plan.seed)
 
 
-def _record_token_counts(run: "Run", resolved: dict[str, Any]) -> None:
+def _record_token_counts(documents: DocumentSource, resolved: dict[str, Any]) -> list[np.ndarray]:
     """Build (or find) every source's token counts, per record and per chunk, and pin their digests in the manifest
-    being created (a stored chunk file that disagrees with the records' sums is rebuilt)."""
+    being created (a stored chunk file that disagrees with the records' sums is rebuilt); returns the chunk counts."""
     resolved["record_token_counts"] = []
+    chunk_counts = []
     for i, entry in enumerate(resolved["token_counts"]):
-        records_path = run.catalog.path("token-counts", token_index.records_path(entry["key"]))
-        records, records_sha = token_index.load_or_build(records_path, None, lambda i=i: run.documents.count_record_tokens(i))
-        sums = token_index.chunk_sums(records, run.sources[i].chunk)
-        path = run.catalog.path("token-counts", f"{entry['key']}.npy")
+        records_path = documents.catalog.path("token-counts", token_index.records_path(entry["key"]))
+        records, records_sha = token_index.load_or_build(records_path, None, lambda i=i: documents.count_record_tokens(i))
+        sums = token_index.chunk_sums(records, documents.sources[i].chunk)
+        path = documents.catalog.path("token-counts", f"{entry['key']}.npy")
         counts, entry["sha256"] = token_index.load_or_build(path, token_index.digest(sums), lambda sums=sums: sums)
         resolved["record_token_counts"].append({"key": entry["key"], "sha256": records_sha})
         if not counts.sum():
-            raise InvalidPlan(f"source {run.sources[i].ref} makes no tokens: nothing to pack")
+            raise InvalidPlan(f"source {documents.sources[i].ref} makes no tokens: nothing to pack")
+        chunk_counts.append(counts)
+    return chunk_counts
 
 
-def _steps_for_packed_epochs(run: "Run", epochs: float) -> int:
+def _steps_for_packed_epochs(concat: ConcatPacking, mixture: StepMixture, epochs: float) -> int:
     """Steps until every stream has read ``epochs`` epochs of packed sequences of the source it finishes last."""
-    mixture = run.step_mixture
-    assert mixture is not None
     steps = 1
-    for (stream, source), packer in run.concat.packers.items():
+    for (stream, source), packer in concat.packers.items():
         whole, fraction = divmod(epochs, 1)
         count = sum(packer.layout(layout).sequences for layout in range(int(whole)))
         count += math.ceil(fraction * packer.layout(int(whole)).sequences)
@@ -233,57 +289,43 @@ def _steps_for_packed_epochs(run: "Run", epochs: float) -> int:
     return steps
 
 
-def open_run(catalog: Catalog, name: str) -> "Run":
-    path = storage.join(run_dir(catalog, name), "run.json")
-    if not storage.stat(path).exists:
-        runs = ", ".join(catalog.runs()) or "none"
-        raise RunNotFound(f"no run named {name!r} in catalog {catalog.root} (runs: {runs})")
-    from .run import Run
-
-    manifest = read_json(path, "run manifest")
-    try:
-        return Run(catalog, manifest)
-    except (KeyError, IndexError, TypeError, AttributeError, ValueError, InvalidPlan) as exc:  # a stored plan's fault
-        raise CatalogCorrupt(f"{path}: run manifest is malformed ({type(exc).__name__}: {exc}); restore the file or remove the run") from exc
-
-
-
-def resolve_against(run: "Run", other: str) -> dict[str, Any]:
-    """The manifest of ``run``'s plan re-resolved with sources swapped (see :meth:`Run.against`); not written."""
+def resolve_against(catalog: CatalogStore, manifest: dict[str, Any], other: str) -> dict[str, Any]:
+    """A run's ``manifest`` re-resolved with sources swapped to ``other`` — ``name@version-or-tag``, or another run
+    whose versions to take (see :meth:`loaders.run.Run.against`); not written."""
+    name, plan, fmt = manifest["name"], ReadPlan.from_json(stored_plan_json(manifest)), read_format(manifest)
+    old = manifest["resolved"]
+    current = [ResolvedSource(**s) for s in old["sources"]]
     swaps: dict[str, str] = {}
     if "@" in other:
-        version = run.catalog.resolve(other)
+        version = catalog.resolve(other)
         swaps[version.name] = version.id
     else:
-        other_run = run.catalog.run(other)
-        swaps = {s.dataset: s.version for s in other_run.sources}
-    if not any(s.dataset in swaps for s in run.sources):
-        datasets = ", ".join(s.dataset for s in run.sources)
-        raise InvalidPlan(f"{other!r} names no dataset of run {run.name} (its sources read: {datasets})")
+        swaps = {s["dataset"]: s["version"] for s in load_manifest(catalog, other)["resolved"]["sources"]}
+    if not any(s.dataset in swaps for s in current):
+        datasets = ", ".join(s.dataset for s in current)
+        raise InvalidPlan(f"{other!r} names no dataset of run {name} (its sources read: {datasets})")
     sources = []
-    for source, plan_source in zip(run.sources, run.plan.sources):
+    for source, plan_source in zip(current, plan.sources):
         if source.dataset not in swaps or swaps[source.dataset] == source.version:
             sources.append(source.to_json())
             continue
-        version = run.catalog.resolve(f"{source.dataset}@{swaps[source.dataset]}")
+        version = catalog.resolve(f"{source.dataset}@{swaps[source.dataset]}")
         weight = source.weight if plan_source.weight is not None else float(version.rows)
-        chunk = source_chunk(run.plan, version, run.read_format)
+        chunk = source_chunk(plan, version, fmt)
         sources.append(ResolvedSource(source.ref, version.name, version.id, version.rows, weight, chunk).to_json())
-    old = run.manifest["resolved"]
-    block = old.get("cycle_steps", 1) * run.global_batch_size if run.read_format >= 3 else run.plan.mixture_block
+    block = old.get("cycle_steps", 1) * plan.global_batch_size if fmt >= 3 else plan.mixture_block
     resolved = {**old, "sources": sources, "counts": apportion([s["weight"] for s in sources], block)}
     if "token_counts" in old:  # a swapped source's counts are built on first use, not pinned
         resolved["token_counts"] = [
-            entry if source == run.sources[i].to_json() else
-            {"key": token_count_key(run.plan, i, ResolvedSource(**source), run.tokenizers), "sha256": None}
+            entry if source == current[i].to_json() else
+            {"key": token_count_key(plan, i, ResolvedSource(**source), old["tokenizers"]), "sha256": None}
             for i, (entry, source) in enumerate(zip(old["token_counts"], sources))
         ]
     if old.get("record_token_counts"):  # a swapped source has none pinned: its sequences are found without them
         resolved["record_token_counts"] = [
-            entry if source == run.sources[i].to_json() else None
+            entry if source == current[i].to_json() else None
             for i, (entry, source) in enumerate(zip(old["record_token_counts"], sources))
         ]
-    manifest = {**run.manifest, "name": f"{run.name}~{other}", "resolved": resolved}
-    manifest["fingerprint"] = fingerprint(manifest["plan"], resolved)
-    return manifest
-
+    swapped = {**manifest, "name": f"{name}~{other}", "resolved": resolved}
+    swapped["fingerprint"] = fingerprint(swapped["plan"], resolved)
+    return swapped

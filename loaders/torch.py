@@ -18,7 +18,7 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader, IterableDataset, get_worker_info
 
-from .catalog import Catalog
+from .run_catalog import Catalog
 from .collate import collate_numpy
 from .ledger_writer import batch_summary
 from .progress import Progress

@@ -12,7 +12,7 @@ from typing import Any, Iterator, Sequence, Unpack
 
 import pyarrow as pa
 
-from ..catalog import Catalog, check_name
+from ..catalog import CatalogStore, check_name
 from ..errors import RegistrationError
 from ..version import DatasetVersion
 from .hf_layout import Part, find_parts
@@ -64,7 +64,7 @@ def _arrow_schema(files: Sequence[str]) -> tuple[pa.Schema, int]:
     return schema, rows
 
 
-def _import_arrow(catalog: Catalog, name: str, files: Sequence[str], **options: Any) -> DatasetVersion:
+def _import_arrow(catalog: CatalogStore, name: str, files: Sequence[str], **options: Any) -> DatasetVersion:
     schema, total = _arrow_schema(files)
     return write_files(
         catalog, name, list(files), fmt="arrow", schema=schema, read=_arrow_tables, total=total,
@@ -73,7 +73,7 @@ def _import_arrow(catalog: Catalog, name: str, files: Sequence[str], **options: 
 
 
 def import_huggingface(
-    catalog: Catalog,
+    catalog: CatalogStore,
     name: str,
     source: str | os.PathLike[str],
     *,

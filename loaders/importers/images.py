@@ -9,7 +9,7 @@ from typing import Iterator, Mapping
 
 import pyarrow as pa
 
-from ..catalog import Catalog
+from ..catalog import CatalogStore
 from ..errors import RegistrationError
 from ..version import DatasetVersion
 from .writer import Progress, staged_import
@@ -79,7 +79,7 @@ def _batches(root: str, files: list[str], verify: bool, progress: Progress | Non
 
 
 def import_images(
-    catalog: Catalog,
+    catalog: CatalogStore,
     name: str,
     source: str | os.PathLike[str],
     *,

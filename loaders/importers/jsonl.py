@@ -22,7 +22,7 @@ from typing import IO, Any, Callable, Iterator, Mapping, Sequence
 
 import pyarrow as pa
 
-from ..catalog import Catalog
+from ..catalog import CatalogStore
 from ..errors import RegistrationError
 from ..version import DatasetVersion
 from .writer import CountingReader, Progress, input_files, staged_import
@@ -186,7 +186,7 @@ def _check_storable(schema: pa.Schema, files: list[str]) -> None:
 
 
 def import_jsonl(
-    catalog: Catalog,
+    catalog: CatalogStore,
     name: str,
     source: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
     *,

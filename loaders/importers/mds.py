@@ -18,7 +18,7 @@ from typing import Any, Callable, Iterator, Mapping, Unpack
 
 import pyarrow as pa
 
-from ..catalog import Catalog
+from ..catalog import CatalogStore
 from ..errors import RegistrationError
 from ..version import DatasetVersion
 from .writer import ImportOptions, write_files
@@ -147,7 +147,7 @@ def _samples(data: bytes, path: str, columns: list[tuple[pa.DataType, int | None
 
 
 def import_mds(
-    catalog: Catalog,
+    catalog: CatalogStore,
     name: str,
     source: str | os.PathLike[str],
     **options: Unpack[ImportOptions],

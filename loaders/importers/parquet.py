@@ -17,7 +17,7 @@ from typing import Mapping, Sequence
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from ..catalog import Catalog
+from ..catalog import CatalogStore
 from ..errors import RegistrationError
 from ..shards import scan_shard
 from ..version import DatasetVersion
@@ -105,7 +105,7 @@ def _conform(table: pa.Table, schema: pa.Schema, partitions: list[tuple[str, str
 
 
 def import_parquet(
-    catalog: Catalog,
+    catalog: CatalogStore,
     name: str,
     source: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
     *,

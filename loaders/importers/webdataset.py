@@ -15,7 +15,7 @@ from typing import Any, Iterator, Mapping, Sequence
 
 import pyarrow as pa
 
-from ..catalog import Catalog
+from ..catalog import CatalogStore
 from ..errors import RegistrationError
 from ..version import DatasetVersion
 from .writer import CountingReader, Progress, input_files, staged_import
@@ -151,7 +151,7 @@ def _samples(path: str, by_extension: dict[str, str], raw: CountingReader) -> It
 
 
 def import_webdataset(
-    catalog: Catalog,
+    catalog: CatalogStore,
     name: str,
     source: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
     *,

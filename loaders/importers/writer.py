@@ -22,7 +22,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from .. import storage
-from ..catalog import Catalog, check_name
+from ..catalog import CatalogStore, check_name
 from ..errors import BatchscopeError, RegistrationError
 from ..version import DatasetVersion
 
@@ -201,7 +201,7 @@ def _content_digest(paths: list[str]) -> str:
 class Staging:
     """The staging area of one import: make ``writer(schema)`` then ``publish(...)``."""
 
-    def __init__(self, catalog: Catalog, name: str, fmt: str) -> None:
+    def __init__(self, catalog: CatalogStore, name: str, fmt: str) -> None:
         self.catalog = catalog
         self.name = name
         self.fmt = fmt
@@ -263,7 +263,7 @@ class Staging:
 
 
 @contextlib.contextmanager
-def staged_import(catalog: Catalog, name: str, fmt: str) -> Iterator[Staging]:
+def staged_import(catalog: CatalogStore, name: str, fmt: str) -> Iterator[Staging]:
     """Stage an import of ``name``; on any error remove what it wrote, leaving the catalog unchanged.
 
     Importers write local files: a catalog on an object store is refused.
@@ -335,7 +335,7 @@ def _abandoned(path: str) -> bool:
 
 
 def write_files(
-    catalog: Catalog,
+    catalog: CatalogStore,
     name: str,
     files: Sequence[str],
     *,

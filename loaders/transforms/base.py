@@ -13,7 +13,7 @@ from ..errors import InvalidPlan
 if TYPE_CHECKING:
     from tokenizers import Tokenizer
 
-    from ..catalog import Catalog
+    from ..catalog import CatalogStore
     from ..version import DatasetVersion
 
 _REGISTRY: dict[str, type["Transform"]] = {}
@@ -28,7 +28,7 @@ class Context:
     never depends on ranks or workers.
     """
 
-    catalog: "Catalog"
+    catalog: "CatalogStore"
     seed_key: tuple[int, ...]
     where: str
     version: "DatasetVersion | None" = None

@@ -1,5 +1,5 @@
-"""The parts behind the Run façade, each on its own: sampler, document source, packer, assembler, world-size log and verifier;
-and the errors Run and Reader share."""
+"""The parts behind the Run façade, each on its own: sampler, document source, packer, assembler, world-size log,
+verifier and the run manifest; and the errors Run and Reader share."""
 
 from __future__ import annotations
 
@@ -12,8 +12,10 @@ import pytest
 
 from loaders import Catalog, Pack, RankOutOfRange, ReadPlan, Run, Shuffle, Source, Tokenize, storage
 from loaders.assembler import Assembler
+from loaders.catalog import CatalogStore
 from loaders.documents import DocumentSource
 from loaders.packer import Packer, estimate_sequences_per_block
+from loaders.run_manifest import create_manifest
 from loaders.sampler import Sampler
 from loaders.verifier import Verifier
 from loaders.world_sizes import WorldSizeLog, WorldSizeSpan
@@ -53,7 +55,8 @@ def _sampler(run: Run) -> Sampler:
 
 
 def _documents(run: Run) -> DocumentSource:
-    return DocumentSource(run.catalog, run.name, run.plan, run.sources, run.tokenizers, token_counts=run.manifest["resolved"].get("token_counts"))
+    token_counts = run.manifest["resolved"].get("token_counts")
+    return DocumentSource(run.catalog, run.name, run.plan, run.sources, run.tokenizers, token_counts=token_counts)
 
 
 def _record_indices(run: Run, batch) -> list[tuple[int, int, int]]:
@@ -64,7 +67,7 @@ def _record_indices(run: Run, batch) -> list[tuple[int, int, int]]:
     ]
 
 
-# -- sampler ---------------------------------------------------------------------------------------
+# -- sampler ----------------------------------------------------------------------------------------
 @pytest.mark.parametrize("fmt", [1, 2, 3])
 def test_the_samplers_draws_are_what_the_facade_reads(runs, fmt):
     run = runs[fmt]
@@ -100,7 +103,7 @@ def test_prefetched_draws_are_handed_over_once(runs):
     assert again is not drawn and all(np.array_equal(a, b) for a, b in zip(again, drawn))
 
 
-# -- document source and assembler -----------------------------------------------------------------
+# -- document source and assembler -----------------------------------------------------------------------
 def test_the_document_source_reads_the_records_the_sampler_draws(runs):
     run = runs[3]
     sampler, documents = _sampler(run), _documents(run)
@@ -121,7 +124,7 @@ def test_the_assembler_gives_the_facades_batches(runs, fmt):
     assert [b.digest for b in assembler.batches(range(3, 7), 1, 2)] == [run.batch(s, 1, world_size=2).digest for s in range(3, 7)]
 
 
-# -- packer ----------------------------------------------------------------------------------------
+# -- packer -------------------------------------------------------------------------------------------
 def test_the_estimate_of_sequences_per_block_needs_no_run(catalog):
     run = catalog.create_run("packed", PACKED)
     assert run.plan.pack.sequences_per_block is None and run.sequences_per_block >= 1
@@ -129,7 +132,8 @@ def test_the_estimate_of_sequences_per_block_needs_no_run(catalog):
     assert estimate_sequences_per_block(sampler, documents) == run.sequences_per_block
     packer = Packer(sampler, documents, read_format=run.read_format, sequences_per_block=run.sequences_per_block)
     for step in range(run.total_steps):
-        assert [packer.sample(step, p).digest_value() for p in range(4)] == [s.digest_value() for s in run.batch(step, 0, world_size=1).samples]
+        expected = [s.digest_value() for s in run.batch(step, 0, world_size=1).samples]
+        assert [packer.sample(step, p).digest_value() for p in range(4)] == expected
     # block_samples lists the sequences a document's tokens went into, as the packed block shows them
     for document in range(PACKED.pack.docs_per_block):
         sequences, _ = packer.packed_block(1, 0)
@@ -137,7 +141,7 @@ def test_the_estimate_of_sequences_per_block_needs_no_run(catalog):
         assert packer.block_samples(1, document) == holding
 
 
-# -- world-size log --------------------------------------------------------------------------------
+# -- world-size log ------------------------------------------------------------------------------------
 def test_the_world_size_log_reads_the_file_only_when_it_changed(tmp_path, monkeypatch):
     path = str(tmp_path / "world_sizes.jsonl")
     log = WorldSizeLog(path, run="r", plan=PLAN)
@@ -167,7 +171,7 @@ def test_the_world_size_log_sees_a_span_another_process_writes(catalog):
     assert run.world_size_at(7) == 2 and [b.world_size for b in run.global_batch(7)] == [2, 2]
 
 
-# -- verifier --------------------------------------------------------------------------------------
+# -- verifier and manifest -----------------------------------------------------------------------------
 def test_the_verifier_compares_recomputed_batches_with_the_ledger(catalog):
     run = catalog.create_run("verified", PLAN)
     verifier = Verifier(storage.join(run.directory, "ledger"), lambda step, rank: run.batch(step, rank, world_size=2))
@@ -180,7 +184,16 @@ def test_the_verifier_compares_recomputed_batches_with_the_ledger(catalog):
     assert verifier.compare(batch) == run.compare(batch)  # rank 1 does not log world sizes: give the batch
 
 
-# -- errors ----------------------------------------------------------------------------------------
+def test_a_manifest_is_made_without_a_run_and_the_catalog_store_knows_no_runs(catalog):
+    store = CatalogStore(catalog.root)
+    assert not hasattr(store, "create_run") and isinstance(catalog, CatalogStore)
+    manifest = create_manifest(store, "pure", PACKED)
+    run = Run(store, manifest)
+    assert catalog.run("pure").manifest == manifest and "pure" in catalog.runs()
+    assert [b.digest for b in run.global_batch(2)] == [b.digest for b in catalog.run("pure").global_batch(2)]
+
+
+# -- errors -----------------------------------------------------------------------------------------
 def test_a_bad_rank_is_the_same_error_from_run_and_reader(catalog):
     run = catalog.create_run("ranks", ReadPlan([Source("alpha@v1")], seed=0, global_batch_size=4, steps=3, streams=4))
     for call in (lambda: run.batch(0, 2, world_size=2), lambda: run.reader(rank=2, world_size=2)):
