@@ -14,10 +14,10 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from loaders.errors import BatchscopeError, InvalidQuery
 
+from .headers import HEADERS
 from .jsonable import html_only
 from .pages.common import Link
 from .responses import VARY, wants_fragment, wants_json
-from .security import HEADERS
 
 log = logging.getLogger("batchscope.app")
 

@@ -12,18 +12,12 @@ from starlette.responses import RedirectResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from . import urls
+from .errors import error_response
+from .headers import CSP, HEADERS
+
+__all__ = ["CSP", "HEADERS", "SecurityMiddleware", "login_cookie", "safe_next", "token_matches"]
 
 COOKIE = "batchscope_token"
-CSP = (
-    "default-src 'self'; img-src 'self' data: blob:; media-src 'self' blob:; style-src 'self'; script-src 'self'; "
-    "object-src 'none'; base-uri 'none'; frame-ancestors 'none'; form-action 'self'"
-)
-HEADERS = {
-    "Content-Security-Policy": CSP,
-    "X-Content-Type-Options": "nosniff",
-    "Referrer-Policy": "same-origin",
-    "X-Frame-Options": "DENY",
-}
 #: Paths that never need the token: static files and the login page itself.
 PUBLIC_PREFIXES = ("/static/", "/login", "/favicon.ico")
 
@@ -79,8 +73,6 @@ class SecurityMiddleware:
         await self.app(scope, receive, send_with_headers)
 
     async def _refuse(self, scope: Scope, receive: Receive, send: Send) -> None:
-        from .errors import error_response
-
         request = Request(scope, receive)
         if request.method == "GET" and not urls.is_api(request.url.path) and "HX-Request" not in request.headers:
             target = request.url.path + (f"?{request.url.query}" if request.url.query else "")
