@@ -32,6 +32,8 @@ class WorldSizeSpan:
 
 #: The history of a run that never recorded a world size.
 _UNRECORDED = (WorldSizeSpan(0, 1),)
+#: A read of the log: the file's (exists, size) when read (None: not read yet), its spans, and their start steps.
+_Read = tuple[tuple[bool, int] | None, tuple[WorldSizeSpan, ...], list[int]]
 
 
 def check_world_size(plan: ReadPlan, world_size: int, *, run: str) -> None:
@@ -70,9 +72,8 @@ class WorldSizeLog:
         self.path = path
         self.run = run
         self.plan = plan
-        #: (exists, size) of the file when it was read, its spans and their start steps: replaced as one tuple, so
-        #: threads sharing the run always see the three together
-        self._read: tuple[tuple[bool, int] | None, tuple[WorldSizeSpan, ...], list[int]] = (None, _UNRECORDED, [0])
+        #: replaced as one tuple, so threads sharing the run always see the three together
+        self._read: _Read = (None, _UNRECORDED, [0])
 
     def history(self) -> list[WorldSizeSpan]:
         """Spans of steps and the world size in force, in step order."""
@@ -86,7 +87,8 @@ class WorldSizeLog:
         """Note that from ``start_step`` on the run reads on ``world_size`` ranks (readers call this)."""
         self.check(world_size)
         read = self._current()
-        (recorded, _), history = read[0] or (False, 0), read[1]
+        seen, history, _ = read
+        recorded = seen is not None and seen[0]
         if recorded and _size_at(read, start_step) == world_size and history[-1].start_step <= start_step:
             return  # already in force, and no later span for this start to supersede
         entry = {"start_step": start_step, "world_size": world_size, "time": _now()}
@@ -96,7 +98,7 @@ class WorldSizeLog:
         """Refuse a world size the run's plan does not allow (see :func:`check_world_size`)."""
         check_world_size(self.plan, world_size, run=self.run)
 
-    def _current(self) -> tuple[tuple[bool, int] | None, tuple[WorldSizeSpan, ...], list[int]]:
+    def _current(self) -> _Read:
         """The log as the file holds it now: one stat, and a read only when the file's size changed."""
         found = storage.stat(self.path)
         seen = (found.exists, found.size)
@@ -108,7 +110,7 @@ class WorldSizeLog:
         return read
 
 
-def _size_at(read: tuple[object, tuple[WorldSizeSpan, ...], list[int]], step: int) -> int:
+def _size_at(read: _Read, step: int) -> int:
     """The world size in force at ``step`` in a read of the log (1 before its first span)."""
     _, history, starts = read
     span = bisect.bisect_right(starts, step) - 1
