@@ -42,7 +42,12 @@ class ErrorBody(BaseModel):
 #: The error answers every JSON route documents in the OpenAPI schema.
 ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
     status: {"model": ErrorBody, "description": text}
-    for status, text in ((400, "Bad request"), (404, "Not found; the message says what exists"), (422, "Malformed parameter"), (500, "Stored data failed a check"))
+    for status, text in (
+        (400, "Bad request"),
+        (404, "Not found; the message says what exists"),
+        (422, "Malformed parameter"),
+        (500, "Stored data failed a check"),
+    )
 }
 
 
@@ -133,4 +138,3 @@ def install(app: FastAPI) -> None:
     app.add_exception_handler(StarletteHTTPException, _http_error)
     app.add_exception_handler(MemoryError, _out_of_memory)
     app.add_exception_handler(Exception, _unexpected_error)
-

@@ -52,7 +52,12 @@ def routers() -> list[Any]:
     """The router of every resource, in order; a route (method and path) that two of them define is refused."""
     found = [module.router for module in ROUTER_MODULES.values()]
     unique(
-        [(method, route.path) for router in found for route in router.routes for method in sorted(getattr(route, "methods", None) or ["*"])],
+        [
+            (method, route.path)
+            for router in found
+            for route in router.routes
+            for method in sorted(getattr(route, "methods", None) or ["*"])
+        ],
         name=lambda r: f"{r[0]} {r[1]}",
         what="route",
     )

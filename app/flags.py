@@ -321,4 +321,3 @@ def _flag(row: tuple) -> Flag:
         sample_url=urls.sample(dataset, version, key),
         context_url=context,
     )
-

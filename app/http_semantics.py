@@ -266,7 +266,9 @@ def version_ref(request: Request, catalog: CatalogDep, name: str, version: str) 
 
 def sample_key(
     key: str,
-    key_param: Annotated[str | None, Query(alias="key", max_length=100_000, description="The key, for keys that cannot be a path segment.")] = None,
+    key_param: Annotated[
+        str | None, Query(alias="key", max_length=100_000, description="The key, for keys that cannot be a path segment.")
+    ] = None,
 ) -> str:
     """The ``{key}`` path segment, or ``?key=`` when the segment is empty (keys that cannot be a path segment, see ``app.urls``)."""
     return key_param if key == "" and key_param is not None else key

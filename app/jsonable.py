@@ -48,11 +48,7 @@ def jsonable(value: Any) -> Any:
             return "Infinity" if value > 0 else "-Infinity"
         return value
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return {
-            f.name: jsonable(getattr(value, f.name))
-            for f in dataclasses.fields(value)
-            if f.metadata.get("json", True)
-        }
+        return {f.name: jsonable(getattr(value, f.name)) for f in dataclasses.fields(value) if f.metadata.get("json", True)}
     if isinstance(value, dict):
         return {str(k): jsonable(v) for k, v in value.items()}
     if isinstance(value, (list, tuple, set, frozenset)):

@@ -127,4 +127,3 @@ def media_cache(request: Request) -> MediaCache:
 async def media_cache_dependency(request: Request) -> MediaCache:
     """``media_cache`` as a request dependency (async, so resolving it needs no worker thread)."""
     return media_cache(request)
-

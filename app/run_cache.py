@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-
 from typing import Callable, Hashable, TypeVar
 
 from loaders import Batch, Catalog, Run

@@ -100,9 +100,7 @@ class Settings:
         }
         for name, ok in checks.items():
             if not ok:
-                raise InvalidSetting(
-                    f"setting {name} ({env_name(name)}) = {getattr(self, name)!r} is out of range: {_RANGES[name]}"
-                )
+                raise InvalidSetting(f"setting {name} ({env_name(name)}) = {getattr(self, name)!r} is out of range: {_RANGES[name]}")
         if not self.root:
             raise InvalidSetting(f"setting root ({env_name('root')}) must not be empty")
 

@@ -335,9 +335,7 @@ def line_chart(
     cursor_x = _number(cursor)
     if cursor is not None and cursor_x is not None:
         px = _p(sx(min(max(cursor_x, x0), x1)))
-        out.append(
-            f'<line class="chart-cursor" x1="{px}" x2="{px}" y1="{top}" y2="{bottom}" stroke="#b42318" stroke-width="1.5"/>'
-        )
+        out.append(f'<line class="chart-cursor" x1="{px}" x2="{px}" y1="{top}" y2="{bottom}" stroke="#b42318" stroke-width="1.5"/>')
     out.append("</svg>")
     return Markup("".join(out))
 

@@ -288,7 +288,7 @@ def view_of(media_url: str, **query: Any) -> str:
     """
     if not media_url.startswith(_MEDIA_PREFIX + "/"):
         raise ValueError(f"not a media URL: {media_url!r}")
-    return add_query(_VIEW_PREFIX + media_url[len(_MEDIA_PREFIX):], **query)
+    return add_query(_VIEW_PREFIX + media_url[len(_MEDIA_PREFIX) :], **query)
 
 
 def media_view(name: str, version_: VersionLike, key: str, field: str, **query: Any) -> str:

@@ -145,10 +145,7 @@ def _break(
 def _rows(chats: dict[str, list[Message]], version: str, broken: dict[str, str], tokenizer: "Tokenizer") -> pa.Table:
     rows = []
     for key in sorted(chats):
-        messages = [
-            {"role": m["role"], "content": SYSTEM_PROMPT[version] if m["role"] == "system" else m["content"]}
-            for m in chats[key]
-        ]
+        messages = [{"role": m["role"], "content": SYSTEM_PROMPT[version] if m["role"] == "system" else m["content"]} for m in chats[key]]
         ids, mask, spans = render_chat(messages, tokenizer)
         if key in broken:
             ids, mask = _break(broken[key], ids, mask, spans, tokenizer)

@@ -78,9 +78,7 @@ def register_pair(
     """Write and register ``v1`` and ``v2`` of a demo dataset and record what changed."""
     versions = []
     for tag, table in (("v1", v1), ("v2", v2)):
-        paths = write_shards(
-            table, storage.join(catalog.data_dir(name), tag), rows_per_shard=rows_per_shard, row_group_size=row_group_size
-        )
+        paths = write_shards(table, storage.join(catalog.data_dir(name), tag), rows_per_shard=rows_per_shard, row_group_size=row_group_size)
         versions.append(catalog.register(name, paths, key=key, tag=tag, tokenizer=tokenizer, kinds=kinds))
     record_changes(catalog, name, changes)
     return versions[0], versions[1]

@@ -176,7 +176,8 @@ def build(catalog: Catalog, *, seed: int) -> None:
     v1_rows = [_row(episodes[n], goal_bonus=False) if n in bugged else rows[n] for n in range(EPISODES)]
     v2_rows = [rows[n] for n in range(EPISODES + ADDED) if n not in removed]
     changes = DemoChanges.between(
-        v1_rows, v2_rows,
+        v1_rows,
+        v2_rows,
         notes={
             "reward": f"{STEP_PENALTY} per step, plus {GOAL_BONUS} on the step that reaches the goal",
             "reward_fix": {episodes[n].key: "v1 lacks the goal bonus on the last step" for n in sorted(bugged)},

@@ -18,9 +18,7 @@ ROWS = 120
 ADDED = 10
 CLASSES = ("circle", "square", "triangle", "star", "ring", "cross", "diamond", "arrow")
 IMAGE = pa.struct([("bytes", pa.binary()), ("path", pa.string())])
-SCHEMA = pa.schema(
-    [("id", pa.string()), ("image", IMAGE), ("label", pa.string()), ("caption", pa.string()), ("format", pa.string())]
-)
+SCHEMA = pa.schema([("id", pa.string()), ("image", IMAGE), ("label", pa.string()), ("caption", pa.string()), ("format", pa.string())])
 _COLORS = {
     "red": (220, 40, 40),
     "orange": (240, 140, 20),
@@ -86,9 +84,7 @@ def _background(width: int, height: int, rng: np.random.Generator) -> Image.Imag
     return Image.fromarray(pixels.round().astype(np.uint8))
 
 
-def _shape(
-    draw: ImageDraw.ImageDraw, label: str, box: tuple[float, float, float, float], fill: tuple[int, ...]
-) -> None:
+def _shape(draw: ImageDraw.ImageDraw, label: str, box: tuple[float, float, float, float], fill: tuple[int, ...]) -> None:
     left, top, right, bottom = box
     cx, cy, rx, ry = (left + right) / 2, (top + bottom) / 2, (right - left) / 2, (bottom - top) / 2
     if label == "circle":
@@ -240,7 +236,8 @@ def build(catalog: Catalog, *, seed: int) -> None:
     v1 = pa.Table.from_pylist(v1_rows, schema=SCHEMA)
     v2 = pa.Table.from_pylist(v2_rows, schema=SCHEMA)
     changes = DemoChanges.between(
-        v1_rows, v2_rows,
+        v1_rows,
+        v2_rows,
         notes={
             "re_encoded": {
                 **{_key(n): "JPEG quality lowered to 35" for n in jpegs},

@@ -174,8 +174,7 @@ def _group(number: int, rng: random.Random, tokenizer: "Tokenizer") -> list[dict
     tools = rng.random() < 0.08
     size = rng.choice((4, 6, 8, 8))
     return [
-        {**_sample(prompt, difficulty, tools and rng.random() < 0.5, rng, tokenizer), "group_id": f"g{number:03d}"}
-        for _ in range(size)
+        {**_sample(prompt, difficulty, tools and rng.random() < 0.5, rng, tokenizer), "group_id": f"g{number:03d}"} for _ in range(size)
     ]
 
 
@@ -208,7 +207,8 @@ def build(catalog: Catalog, *, seed: int) -> None:
     v1, flat_v1 = _table({n: g for n, g in groups.items() if n < GROUPS}, fixed=False)
     v2, flat_v2 = _table({n: g for n, g in groups.items() if n not in dropped}, fixed=True)
     changes = DemoChanges.between(
-        v1.to_pylist(), v2.to_pylist(),
+        v1.to_pylist(),
+        v2.to_pylist(),
         notes={
             "reward": "1.0 when finish_reason is 'stop' and the last integer of the completion equals the answer, else 0.0",
             "reward_fix": "v1 read answers without their sign ('-21' as 21); v2 reads the sign",

@@ -10,8 +10,8 @@ import pyarrow as pa
 from PIL import Image, ImageDraw
 
 from loaders import Catalog, storage
-from loaders.media.framecode import draw_frame_code
 from loaders.media.encode import encode_video
+from loaders.media.framecode import draw_frame_code
 
 from .common import DemoChanges, register_pair
 
@@ -125,17 +125,13 @@ def build(catalog: Catalog, *, seed: int) -> None:
     encoded_v2 = {**encoded, reencoded: _encode(changed, seed)}
     v1_dir, v2_dir = storage.join(catalog.data_dir(NAME), "v1"), storage.join(catalog.data_dir(NAME), "v2")
     v1_rows = [_row(clips[n], encoded[n], v1_dir) for n in range(CLIPS)]
-    v2_rows = [
-        _row(changed if n == reencoded else clips[n], encoded_v2[n], v2_dir) for n in range(CLIPS + 1) if n != dropped
-    ]
+    v2_rows = [_row(changed if n == reencoded else clips[n], encoded_v2[n], v2_dir) for n in range(CLIPS + 1) if n != dropped]
     changes = DemoChanges.between(
-        v1_rows, v2_rows,
+        v1_rows,
+        v2_rows,
         notes={
             "by_path": {clips[n].key: f"{MEDIA_DIR}/{clips[n].filename}" for n in BY_PATH},
-            "re_encoded": {
-                changed.key: f"keyframe interval {original.gop} -> {changed.gop} frames, "
-                f"crf {original.crf} -> {changed.crf}"
-            },
+            "re_encoded": {changed.key: f"keyframe interval {original.gop} -> {changed.gop} frames, crf {original.crf} -> {changed.crf}"},
             "codecs": {c.key: c.codec for c in clips.values()},
             "frame_code": "loaders.media.framecode, 16 bits: read_frame_code(frame) gives the frame index",
         },

@@ -149,9 +149,7 @@ def write_summary(results: Path) -> Path:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench", description="Run batchscope's benchmarks.")
     parser.add_argument("--quick", action="store_true", help="small sizes (seconds, not minutes)")
-    parser.add_argument(
-        "--only", action="append", metavar="NAME", help="run only this benchmark (repeatable): " + ", ".join(discover())
-    )
+    parser.add_argument("--only", action="append", metavar="NAME", help="run only this benchmark (repeatable): " + ", ".join(discover()))
     parser.add_argument("--results", type=Path, default=HERE / "results", help="where the JSON and SUMMARY.md go")
     parser.add_argument("--workdir", type=Path, default=HERE / "work", help="where generated data goes")
     args = parser.parse_args(argv)

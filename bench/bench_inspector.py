@@ -64,7 +64,9 @@ def _build_rows(catalog: Any, directory: Path, rows: int) -> Any:
         if not path.exists():
             start = shard * per_shard
             ids = pa.array(np.arange(start, start + per_shard)).cast(pa.string())
-            table = pa.table({"id": pa.compute.binary_join_element_wise("row-", ids, ""), "value": np.arange(start, start + per_shard) % 997})
+            table = pa.table(
+                {"id": pa.compute.binary_join_element_wise("row-", ids, ""), "value": np.arange(start, start + per_shard) % 997}
+            )
             pq.write_table(table, path, row_group_size=ROW_GROUP, compression="zstd")
         paths.append(str(path))
     return catalog.register("bench-rows", paths, key="id", tag="v1")
@@ -99,7 +101,10 @@ def run(workdir: Path, *, quick: bool) -> dict[str, Any]:
         _build_text(catalog, base / "docs")
     plan = ReadPlan(
         [Source("bench-docs@v1", transforms=[Tokenize("text")])],
-        seed=0, global_batch_size=SEQUENCES, steps=10_000, streams=SEQUENCES,
+        seed=0,
+        global_batch_size=SEQUENCES,
+        steps=10_000,
+        streams=SEQUENCES,
         transforms=[Pack(seq_len=SEQ_LEN, docs_per_block=16)],
     )
     run_ = catalog.create_run("bench-packed", plan, exist_ok=True)

@@ -49,7 +49,9 @@ def parse_mix(text: str) -> dict[str, float]:
     return mix
 
 
-def _case(base_url: str, client: httpx.Client, root: Path, *, uniform: bool, mix: dict[str, float], clients: int, seconds: float) -> dict[str, Any]:
+def _case(
+    base_url: str, client: httpx.Client, root: Path, *, uniform: bool, mix: dict[str, float], clients: int, seconds: float
+) -> dict[str, Any]:
     """One URL set (hot or uniform): 1 client, then ``clients`` clients, for ``seconds`` each."""
     plan = plan_routes(client, str(root), mix=mix, uniform=uniform)
     for kind in plan.kinds:  # warm: first request of each URL kind
@@ -98,7 +100,9 @@ def run(workdir: Path, *, quick: bool, mix: dict[str, float] | None = None, clie
     request_threads = threads or Settings().request_threads
     with inspector(root, Path(workdir) / "load-logs", workers=workers, threads=threads) as base_url:
         with httpx.Client(base_url=base_url, timeout=120) as client:
-            cases = [_case(base_url, client, root, uniform=u, mix=mix or DEFAULT_MIX, clients=clients, seconds=seconds) for u in (False, True)]
+            cases = [
+                _case(base_url, client, root, uniform=u, mix=mix or DEFAULT_MIX, clients=clients, seconds=seconds) for u in (False, True)
+            ]
     hot, uniform = cases
     errors = sum(c[k]["overall"]["errors"] for c in cases for k in ("one_client", "loaded"))
     ratios: dict[str, Any] = {}
@@ -123,8 +127,24 @@ def run(workdir: Path, *, quick: bool, mix: dict[str, float] | None = None, clie
     return harness.document(
         NAME,
         quick=quick,
-        baseline={"system": "the same URL set and mix with 1 client", "clients": 1, "seconds": seconds, **{c["case"]: c["one_client"] for c in cases}},
-        results=[{"case": c["case"], "clients": clients, "seconds": seconds, "server_workers": processes, "request_threads": request_threads, "urls": c["urls"], **c["loaded"]} for c in cases],
+        baseline={
+            "system": "the same URL set and mix with 1 client",
+            "clients": 1,
+            "seconds": seconds,
+            **{c["case"]: c["one_client"] for c in cases},
+        },
+        results=[
+            {
+                "case": c["case"],
+                "clients": clients,
+                "seconds": seconds,
+                "server_workers": processes,
+                "request_threads": request_threads,
+                "urls": c["urls"],
+                **c["loaded"],
+            }
+            for c in cases
+        ],
         ratios=ratios,
         goals=goals,
         notes=[

@@ -37,9 +37,7 @@ FLAT_TOLERANCE = 1.5
 
 
 # -- synthetic catalog ----------------------------------------------------------------------------------
-def write_synthetic_version(
-    catalog: Any, name: str, rows: int, *, shard_rows: int = SHARD_ROWS, row_group: int = ROW_GROUP
-) -> str:
+def write_synthetic_version(catalog: Any, name: str, rows: int, *, shard_rows: int = SHARD_ROWS, row_group: int = ROW_GROUP) -> str:
     """Write a manifest claiming ``rows`` rows (shards of ``shard_rows``, fake digests) and tag it ``v1``; returns its id."""
     from loaders import storage
     from loaders.manifest import Manifest
@@ -69,9 +67,7 @@ def write_synthetic_version(
         created="2000-01-01T00:00:00+00:00",
         notes={"synthetic": "row counts only; no data files exist"},
     )
-    storage.write_bytes_atomic(
-        catalog.path("datasets", name, "versions", f"{manifest.id}.json"), json.dumps(manifest.to_json()).encode()
-    )
+    storage.write_bytes_atomic(catalog.path("datasets", name, "versions", f"{manifest.id}.json"), json.dumps(manifest.to_json()).encode())
     refs = {"head": manifest.id, "tags": {"latest": manifest.id, "v1": manifest.id}}
     storage.write_bytes_atomic(catalog.path("datasets", name, "refs.json"), json.dumps(refs).encode())
     return manifest.id
@@ -117,9 +113,7 @@ def batchscope_cold(*, root: str, run: str, step: int, rank: int, world_size: in
     }
 
 
-def numpy_permutation(
-    *, n: int, step: int, rank: int, world_size: int, batch: int, seed: int, warm: int
-) -> dict[str, Any]:
+def numpy_permutation(*, n: int, step: int, rank: int, world_size: int, batch: int, seed: int, warm: int) -> dict[str, Any]:
     """In a fresh process: ``numpy.random.permutation(N)`` of the step's epoch, then the rank's slice."""
     import numpy as np
 
@@ -246,13 +240,9 @@ def _ratios(mine: dict[int, dict[str, Any]], others: dict[str, list[dict[str, An
             if entry.get("status") != "ok" or n not in mine:
                 continue
             label = f"{name}@{harness.count_label(n)}"
-            ratios[f"cold {label} / batchscope"] = harness.ratio(
-                entry["first_lookup_ms"], mine[n]["cold"].get("first_lookup_ms")
-            )
+            ratios[f"cold {label} / batchscope"] = harness.ratio(entry["first_lookup_ms"], mine[n]["cold"].get("first_lookup_ms"))
             if "lookup" in entry:
-                ratios[f"warm {label} / batchscope"] = harness.ratio(
-                    entry["lookup"]["median_ms"], mine[n]["lookup"]["median_ms"]
-                )
+                ratios[f"warm {label} / batchscope"] = harness.ratio(entry["lookup"]["median_ms"], mine[n]["lookup"]["median_ms"])
     small, large = min(mine), max(mine)
     medians = [m["lookup"]["median_ms"] for m in mine.values()]
     ratios[f"flatness N {harness.count_label(large)}/{harness.count_label(small)}"] = harness.ratio(
@@ -260,12 +250,8 @@ def _ratios(mine: dict[int, dict[str, Any]], others: dict[str, list[dict[str, An
     )
     ratios["spread over N (slowest/fastest)"] = harness.ratio(max(medians), min(medians))
     steps = mine[large]["by_step"]
-    ratios[f"flatness step 1e6/0 (N={harness.count_label(large)})"] = harness.ratio(
-        steps[str(10**6)]["median_ms"], steps["0"]["median_ms"]
-    )
-    ratios[f"flatness step 1e9/0 (N={harness.count_label(large)})"] = harness.ratio(
-        steps[str(10**9)]["median_ms"], steps["0"]["median_ms"]
-    )
+    ratios[f"flatness step 1e6/0 (N={harness.count_label(large)})"] = harness.ratio(steps[str(10**6)]["median_ms"], steps["0"]["median_ms"])
+    ratios[f"flatness step 1e9/0 (N={harness.count_label(large)})"] = harness.ratio(steps[str(10**9)]["median_ms"], steps["0"]["median_ms"])
     return ratios
 
 
@@ -288,20 +274,13 @@ def run(workdir: Path, *, quick: bool) -> dict[str, Any]:
             sizes = o_n_sizes
         others[peer] = measure_o_n(target, sizes, cap=cap, warm=count)
     results = [{"system": "batchscope", **mine[n]} for n in SIZES]
-    results += [
-        {"system": name, **entry}
-        for name, entries in others.items()
-        if name != "numpy.permutation"
-        for entry in entries
-    ]
+    results += [{"system": name, **entry} for name, entries in others.items() if name != "numpy.permutation" for entry in entries]
     ratios = _ratios(mine, others)
     worst = max(max(m["lookup"]["median_ms"], m["lookup_random_steps"]["median_ms"]) for m in mine.values())
     flat_n = next(v for k, v in ratios.items() if k.startswith("flatness N"))
     flat_step = next(v for k, v in ratios.items() if k.startswith("flatness step 1e6"))
     goals = {
-        "lookup_ms": harness.goal(
-            f"<= {GOAL_MS:g} ms per lookup (median, worst N, consecutive or random steps)", worst, worst <= GOAL_MS
-        ),
+        "lookup_ms": harness.goal(f"<= {GOAL_MS:g} ms per lookup (median, worst N, consecutive or random steps)", worst, worst <= GOAL_MS),
         "flat_in_n": harness.goal(
             f"<= {FLAT_TOLERANCE} (time at 1e9 / time at 1e6)", flat_n, flat_n is not None and flat_n <= FLAT_TOLERANCE
         ),
@@ -333,7 +312,6 @@ def run(workdir: Path, *, quick: bool) -> dict[str, Any]:
             "open_run_ms and lookup_after_open_ms split it",
             "the per-N spread of batchscope's lookup follows the Feistel cycle-walking factor "
             "(2**bits / n with an even bit count, between 1 and 4 depending on N), not a trend in N",
-            "peak memory: tracemalloc for batchscope's Python allocations, "
-            "peak RSS growth in a fresh process for everything",
+            "peak memory: tracemalloc for batchscope's Python allocations, peak RSS growth in a fresh process for everything",
         ],
     )

@@ -107,7 +107,9 @@ def _build(workdir: Path, quick: bool) -> Path:
     media = pa.struct([("bytes", pa.binary()), ("path", pa.string())])
 
     photos = [_photo(i, 4000, 3000) for i in range(sizes["photos"])]
-    table = pa.table({"id": [f"photo-{i}" for i in range(len(photos))], "image": pa.array([{"bytes": p, "path": None} for p in photos], media)})
+    table = pa.table(
+        {"id": [f"photo-{i}" for i in range(len(photos))], "image": pa.array([{"bytes": p, "path": None} for p in photos], media)}
+    )
     pq.write_table(table, root / "data" / "photos.parquet", row_group_size=1)
     catalog.register("photos", [str(root / "data" / "photos.parquet")], key="id", tag="v1", kinds={"image": "image"})
 
@@ -206,7 +208,10 @@ def measure_thumbnails(root: Path) -> dict[str, Any]:
         photos.append(version.read(shard, [row])[0]["image"]["bytes"])
     function = [harness.time_repeated(lambda p=p: thumbnail(p, max_side=THUMB, where="bench"), repeat=1).samples[0] for p in photos]
     baseline = [harness.time_repeated(lambda p=p: _baseline_thumbnail(p), repeat=1).samples[0] for p in photos]
-    ours, theirs = Image.open(io.BytesIO(thumbnail(photos[0], max_side=THUMB, where="bench"))), Image.open(io.BytesIO(_baseline_thumbnail(photos[0])))
+    ours, theirs = (
+        Image.open(io.BytesIO(thumbnail(photos[0], max_side=THUMB, where="bench"))),
+        Image.open(io.BytesIO(_baseline_thumbnail(photos[0]))),
+    )
     assert ours.size == theirs.size, (ours.size, theirs.size)
     return {
         "photo": {"width": 4000, "height": 3000, "jpeg_bytes_median": int(np.median([len(p) for p in photos])), "count": len(photos)},
@@ -245,7 +250,14 @@ def measure_frame(root: Path) -> dict[str, Any]:
     keyframe = (info.frame_count // 2 // gop) * gop  # the keyframe at (or just before) the middle of the clip
     targets = {"middle": keyframe + gop // 2, "middle_worst": keyframe + gop - 1}
     figures: dict[str, Any] = {
-        "clip": {"width": info.width, "height": info.height, "fps": info.fps, "frames": info.frame_count, "keyframe_interval": gop, "codec": info.codec},
+        "clip": {
+            "width": info.width,
+            "height": info.height,
+            "fps": info.fps,
+            "frames": info.frame_count,
+            "keyframe_interval": gop,
+            "codec": info.codec,
+        },
     }
     for label, target in targets.items():
         stats = DecodeStats()
@@ -321,7 +333,9 @@ def measure_browser(root: Path) -> dict[str, Any]:
     env.pop("BATCHSCOPE_TOKEN", None)
     process = subprocess.Popen(
         [batchscope, "serve", "--root", str(root / "catalog"), "--host", "127.0.0.1", "--port", str(port)],
-        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
     )
     try:
         deadline = time.monotonic() + 60
@@ -387,7 +401,9 @@ def run(workdir: Path, *, quick: bool) -> dict[str, Any]:
         },
         results=[{"thumbnails": thumbs}, {"frame": frame}, {"page": page}, {"browser": browser}],
         ratios={
-            "thumbnail_vs_full_decode": harness.ratio(thumbs["thumbnail_function"]["median_ms"], thumbs["baseline_full_decode"]["median_ms"]),
+            "thumbnail_vs_full_decode": harness.ratio(
+                thumbs["thumbnail_function"]["median_ms"], thumbs["baseline_full_decode"]["median_ms"]
+            ),
             "thumbnail_cached_vs_cold": harness.ratio(thumbs["cached_request"]["median_ms"], thumbs["cold_request"]["median_ms"], 4),
             "frame_seek_vs_sequential": harness.ratio(middle["decode_seek"]["median_ms"], middle["baseline_sequential"]["median_ms"], 4),
             "frame_worst_seek_vs_sequential": harness.ratio(

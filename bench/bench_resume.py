@@ -50,10 +50,7 @@ def build_run(root: Path) -> Any:
         table = pa.table(
             {
                 "id": [f"row-{i:06d}" for i in range(first, first + per_shard)],
-                "text": [
-                    f"record {i}: " + " ".join(f"w{(i * 7 + j) % 997}" for j in range(40))
-                    for i in range(first, first + per_shard)
-                ],
+                "text": [f"record {i}: " + " ".join(f"w{(i * 7 + j) % 997}" for j in range(40)) for i in range(first, first + per_shard)],
             }
         )
         path = data / f"part-{shard}.parquet"
@@ -114,9 +111,7 @@ def measure_torchdata(paths: list[str], steps: tuple[int, ...], *, cap: float) -
             continue
         entry = {
             "step": step,
-            **harness.isolated(
-                "bench.peers:torchdata_resume", timeout=cap, paths=paths, step=step, batch=BATCH, seed=SEED
-            ),
+            **harness.isolated("bench.peers:torchdata_resume", timeout=cap, paths=paths, step=step, batch=BATCH, seed=SEED),
         }
         if entry.get("status") == "capped":
             blocked = f"a smaller step already exceeded the {cap:g} s cap"
@@ -150,9 +145,7 @@ def run(workdir: Path, *, quick: bool) -> dict[str, Any]:
     for step in steps:
         samples = [resume_once(catalog_root, step, state=state) for _ in range(repeats)]
         timing = harness.Timing(tuple(s for s, _ in samples))
-        cold = harness.isolated(
-            "bench.bench_resume:resume_isolated", timeout=120, catalog_root=str(catalog_root), step=step, state=state
-        )
+        cold = harness.isolated("bench.bench_resume:resume_isolated", timeout=120, catalog_root=str(catalog_root), step=step, state=state)
         results.append(
             {
                 "system": "batchscope",
@@ -166,17 +159,13 @@ def run(workdir: Path, *, quick: bool) -> dict[str, Any]:
     _extrapolate(torchdata)
     results += [{"system": "torchdata.StatefulDataLoader", **e} for e in torchdata]
     mine = {r["step"]: r["resume"]["median_ms"] for r in results if r["system"] == "batchscope"}
-    ratios: dict[str, float | None] = {
-        f"flatness step {harness.count_label(s)}/0": harness.ratio(mine[s], mine[0]) for s in steps if s
-    }
+    ratios: dict[str, float | None] = {f"flatness step {harness.count_label(s)}/0": harness.ratio(mine[s], mine[0]) for s in steps if s}
     for entry in torchdata:
         label = f"torchdata@step {harness.count_label(entry['step'])} / batchscope"
         if entry.get("status") == "ok":
             ratios[label] = harness.ratio(entry["resume_ms"], mine[entry["step"]])
         elif entry.get("status") == "capped":
-            ratios[f"{label} (lower bound: capped at {entry['cap_s']:g} s)"] = harness.ratio(
-                entry["cap_s"] * 1e3, mine[entry["step"]]
-            )
+            ratios[f"{label} (lower bound: capped at {entry['cap_s']:g} s)"] = harness.ratio(entry["cap_s"] * 1e3, mine[entry["step"]])
     at_1e6 = None if 10**6 not in mine else round(mine[10**6] / 1e3, 4)
     flat = harness.ratio(max(mine.values()), mine[0])
     return harness.document(
@@ -191,9 +180,7 @@ def run(workdir: Path, *, quick: bool) -> dict[str, Any]:
                 at_1e6,
                 at_1e6 is not None and at_1e6 <= GOAL_S,
             ),
-            "flat_in_step": harness.goal(
-                f"<= {FLAT_TOLERANCE} (slowest step / step 0)", flat, flat is not None and flat <= FLAT_TOLERANCE
-            ),
+            "flat_in_step": harness.goal(f"<= {FLAT_TOLERANCE} (slowest step / step 0)", flat, flat is not None and flat <= FLAT_TOLERANCE),
         },
         notes=[
             f"dataset: {ROWS} rows in 4 zstd shards ({ROW_GROUP}-row row groups); plan: global batch {BATCH}, "

@@ -74,7 +74,18 @@ def rollouts_table(start: int, rows: int, *, tokens: tuple[int, int], seed: int)
             pa.array([f"g{g}" for g in group]),
             pa.array(finish),
         ],
-        names=["prompt", "completion", "prompt_ids", "completion_ids", "logprobs", "ref_logprobs", "reward", "advantage", "group_id", "finish_reason"],
+        names=[
+            "prompt",
+            "completion",
+            "prompt_ids",
+            "completion_ids",
+            "logprobs",
+            "ref_logprobs",
+            "reward",
+            "advantage",
+            "group_id",
+            "finish_reason",
+        ],
     )
     return pa.table({"id": pa.array([f"r{i}" for i in index]), "step": pa.array(group // 64, pa.int32()), "rollout": struct})
 
@@ -113,7 +124,9 @@ def _build_batch(workdir: Path, *, tokens: int) -> str:
     pq.write_table(rollouts_table(0, 64 * STEPS, tokens=(tokens, tokens), seed=1), path, row_group_size=64)
     catalog = Catalog(str(root / "catalog"))
     catalog.register("rollouts-2k", [path], key="id", tag="v1")
-    catalog.create_run("rl-bench", ReadPlan([Source("rollouts-2k@v1")], seed=0, global_batch_size=64, steps=STEPS, shuffle=Shuffle(enabled=False)))
+    catalog.create_run(
+        "rl-bench", ReadPlan([Source("rollouts-2k@v1")], seed=0, global_batch_size=64, steps=STEPS, shuffle=Shuffle(enabled=False))
+    )
     marker.write_text(json.dumps(spec))
     return str(root / "catalog")
 
@@ -243,9 +256,13 @@ def run(workdir: Path, *, quick: bool) -> dict[str, Any]:
     }
     goals = {
         "rank_page_first_html_ms": harness.goal(
-            f"<= {PAGE_GOAL_MS:g} ms (first view of a step/rank page, server up; median of {STEPS - 1} steps)", rank_ms, rank_ms is not None and rank_ms <= PAGE_GOAL_MS
+            f"<= {PAGE_GOAL_MS:g} ms (first view of a step/rank page, server up; median of {STEPS - 1} steps)",
+            rank_ms,
+            rank_ms is not None and rank_ms <= PAGE_GOAL_MS,
         ),
-        "zero_variance_first_page_ms": harness.goal(f"<= {GROUPS_GOAL_MS:g} ms (index on disk, fresh process)", cold_ms, cold_ms is not None and cold_ms <= GROUPS_GOAL_MS),
+        "zero_variance_first_page_ms": harness.goal(
+            f"<= {GROUPS_GOAL_MS:g} ms (index on disk, fresh process)", cold_ms, cold_ms is not None and cold_ms <= GROUPS_GOAL_MS
+        ),
     }
     return harness.document(
         NAME,

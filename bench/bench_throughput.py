@@ -17,7 +17,6 @@ rank 0 of world size 4 with 8 streams.
 from __future__ import annotations
 
 import json
-import math
 import os
 import time
 from pathlib import Path
@@ -87,9 +86,7 @@ def _write_shard(path: Path, shard: int, rows: int, vocab: pa.StringArray) -> No
         for first in range(0, rows, ROW_GROUP):
             count = min(ROW_GROUP, rows - first)
             keys = pa.array([f"doc-{shard:02d}-{first + i:07d}" for i in range(count)], pa.string())
-            writer.write_table(
-                pa.table({"id": keys, "text": documents(count, rng, vocab)}, schema=_SCHEMA), row_group_size=ROW_GROUP
-            )
+            writer.write_table(pa.table({"id": keys, "text": documents(count, rng, vocab)}, schema=_SCHEMA), row_group_size=ROW_GROUP)
 
 
 def build_dataset(directory: Path, *, target_bytes: int) -> dict[str, Any]:
@@ -275,8 +272,7 @@ def run(workdir: Path, *, quick: bool) -> dict[str, Any]:
             f"both sides read one epoch ({rows} rows) from the OS page cache (files written just before or reused)",
             "the reader also verifies every row group's checksum and computes per-sample digests (vectorized); it runs "
             "with its defaults (1 assembling thread, a decoder pool staging the next task's row groups); the ledger is off",
-            "headline ratio: the consumer takes batch.records; making every Sample object or collating with numpy is "
-            "reported beside it",
+            "headline ratio: the consumer takes batch.records; making every Sample object or collating with numpy is reported beside it",
             "row-group cache cleared before every measurement",
         ],
     )

@@ -97,8 +97,14 @@ def mixture_errors() -> list[dict[str, Any]]:
             error = np.abs(per_step - share[None, :])
             beyond = int((np.any((per_step < np.floor(share)) | (per_step > np.ceil(share)), axis=1)).sum())
             rows.append(
-                {"weights": weights, "global_batch_size": batch, "streams": streams, "read_format": fmt,
-                 "max_error_samples": round(float(error.max()), 3), "steps_beyond_one_sample": beyond}
+                {
+                    "weights": weights,
+                    "global_batch_size": batch,
+                    "streams": streams,
+                    "read_format": fmt,
+                    "max_error_samples": round(float(error.max()), 3),
+                    "steps_beyond_one_sample": beyond,
+                }
             )
     return rows
 
@@ -142,14 +148,18 @@ def packing_waste(base: Path) -> list[dict[str, Any]]:
     out = []
     for strategy, options in (("concat", {}), ("block", {"docs_per_block": 64})):
         plan = ReadPlan(
-            [Source("lognormal@v1", transforms=[Tokenize("text")])], seed=SEED, global_batch_size=WASTE_BATCH, epochs=1,
+            [Source("lognormal@v1", transforms=[Tokenize("text")])],
+            seed=SEED,
+            global_batch_size=WASTE_BATCH,
+            epochs=1,
             transforms=[Pack(seq_len=SEQ_LEN, strategy=strategy, **options)],
         )
         run = catalog.create_run(f"waste-{strategy}", plan, exist_ok=True)
         waste = run.packing_waste()
         assert waste is not None
-        out.append({"strategy": strategy, "global_batch_size": WASTE_BATCH, "streams": run.streams, "steps": run.total_steps,
-                    **waste.to_json()})
+        out.append(
+            {"strategy": strategy, "global_batch_size": WASTE_BATCH, "streams": run.streams, "steps": run.total_steps, **waste.to_json()}
+        )
     return out
 
 
@@ -183,8 +193,13 @@ def tokenized_throughput(base: Path, *, quick: bool) -> dict[str, Any]:
         catalog.put_tokenizer("bpe", train_tokenizer(sample))
     catalog.register("text", built["paths"], key="id", tag="v1", tokenizer="bpe")
     tokenizer = catalog.tokenizer("bpe")
-    plan = ReadPlan([Source("text@v1", transforms=[Tokenize("text")])], seed=SEED, global_batch_size=THROUGHPUT_BATCH,
-                    epochs=1, transforms=[Pack(seq_len=SEQ_LEN)])
+    plan = ReadPlan(
+        [Source("text@v1", transforms=[Tokenize("text")])],
+        seed=SEED,
+        global_batch_size=THROUGHPUT_BATCH,
+        epochs=1,
+        transforms=[Pack(seq_len=SEQ_LEN)],
+    )
     start = time.perf_counter()
     run = catalog.create_run("tokenized", plan, exist_ok=True)
     create_s = time.perf_counter() - start
@@ -201,11 +216,21 @@ def tokenized_throughput(base: Path, *, quick: bool) -> dict[str, Any]:
     base_rate = baseline_tokens / harness.Timing(tuple(baseline_s)).median
     reader_rate = reader_tokens / harness.Timing(tuple(reader_s)).median
     return {
-        "rows": built["rows"], "bytes_on_disk": built["bytes_on_disk"], "steps": run.total_steps,
-        "baseline": {"system": "tokenizers encode_batch, files in order", "tokens": baseline_tokens,
-                     "seconds": harness.Timing(tuple(baseline_s)).to_json(), "tokens_per_s": round(base_rate)},
-        "reader": {"system": "run.reader(0, 1): Tokenize + Pack(2048), one epoch", "tokens": reader_tokens,
-                   "seconds": harness.Timing(tuple(reader_s)).to_json(), "tokens_per_s": round(reader_rate)},
+        "rows": built["rows"],
+        "bytes_on_disk": built["bytes_on_disk"],
+        "steps": run.total_steps,
+        "baseline": {
+            "system": "tokenizers encode_batch, files in order",
+            "tokens": baseline_tokens,
+            "seconds": harness.Timing(tuple(baseline_s)).to_json(),
+            "tokens_per_s": round(base_rate),
+        },
+        "reader": {
+            "system": "run.reader(0, 1): Tokenize + Pack(2048), one epoch",
+            "tokens": reader_tokens,
+            "seconds": harness.Timing(tuple(reader_s)).to_json(),
+            "tokens_per_s": round(reader_rate),
+        },
         "run_creation_s": round(create_s, 2),
         "ratio": harness.ratio(reader_rate, base_rate),
     }
@@ -214,8 +239,7 @@ def tokenized_throughput(base: Path, *, quick: bool) -> dict[str, Any]:
 # -- 4. packed lookup at 1e9 ---------------------------------------------------------------------------------------
 def packed_lookup(base: Path) -> dict[str, Any]:
     """Cold and warm (step, rank) → packed sequences at N = 1e9, token counts synthetic (no data is read)."""
-    from loaders import Catalog, Pack, ReadPlan, Source, Tokenize
-    from loaders import token_index
+    from loaders import Catalog, Pack, ReadPlan, Source, Tokenize, token_index
     from loaders.run import Run
     from loaders.run_manifest import READ_FORMAT, ResolvedSource, cycle_steps, fingerprint, source_chunk, token_count_key
 
@@ -223,8 +247,13 @@ def packed_lookup(base: Path) -> dict[str, Any]:
     if not catalog.datasets():
         write_synthetic_version(catalog, "huge", LOOKUP_ROWS)
     version = catalog.resolve("huge@v1")
-    plan = ReadPlan([Source("huge@v1", transforms=[Tokenize("text")])], seed=SEED, global_batch_size=LOOKUP_BATCH,
-                    steps=10**9, transforms=[Pack(seq_len=SEQ_LEN)])
+    plan = ReadPlan(
+        [Source("huge@v1", transforms=[Tokenize("text")])],
+        seed=SEED,
+        global_batch_size=LOOKUP_BATCH,
+        steps=10**9,
+        transforms=[Pack(seq_len=SEQ_LEN)],
+    )
     source = ResolvedSource("huge@v1", "huge", version.id, version.rows, 1.0, source_chunk(plan, version, READ_FORMAT))
     cycle = cycle_steps(plan)
     key = token_count_key(plan, 0, source, {})
@@ -232,9 +261,16 @@ def packed_lookup(base: Path) -> dict[str, Any]:
     counts = np.random.default_rng(0).lognormal(np.log(300), 0.6, slots).astype(np.int64) * source.chunk
     path = catalog.path("token-counts", f"{key}.npy")
     _, sha = token_index.load_or_build(path, None, lambda: counts)
-    resolved = {"sources": [source.to_json()], "counts": [cycle * LOOKUP_BATCH], "tokenizers": {}, "sequences_per_block": None,
-                "total_steps": 10**9, "read_format": READ_FORMAT, "cycle_steps": cycle,
-                "token_counts": [{"key": key, "sha256": sha}]}
+    resolved = {
+        "sources": [source.to_json()],
+        "counts": [cycle * LOOKUP_BATCH],
+        "tokenizers": {},
+        "sequences_per_block": None,
+        "total_steps": 10**9,
+        "read_format": READ_FORMAT,
+        "cycle_steps": cycle,
+        "token_counts": [{"key": key, "sha256": sha}],
+    }
     manifest = {"format": "batchscope.run/1", "name": "huge", "plan": plan.to_json(), "resolved": resolved}
     manifest["fingerprint"] = fingerprint(manifest["plan"], resolved)
     per_rank = LOOKUP_BATCH // LOOKUP_WORLD
@@ -263,8 +299,14 @@ def packed_lookup(base: Path) -> dict[str, Any]:
     for step in steps:  # warm every layout first: lookups after a resume
         locate(run, step, 3)
     warm = harness.time_calls(lambda s: locate(run, s, 3), steps)
-    return {"rows": LOOKUP_ROWS, "chunk": source.chunk, "token_counts_entries": slots, "steps_per_epoch": epoch_steps,
-            "cold": cold, "warm_ms": {"p50": round(warm.median * 1000, 4), "p95": round(warm.p95 * 1000, 4)}}
+    return {
+        "rows": LOOKUP_ROWS,
+        "chunk": source.chunk,
+        "token_counts_entries": slots,
+        "steps_per_epoch": epoch_steps,
+        "cold": cold,
+        "warm_ms": {"p50": round(warm.median * 1000, 4), "p95": round(warm.p95 * 1000, 4)},
+    }
 
 
 def run(workdir: Path, *, quick: bool) -> dict[str, Any]:
@@ -280,8 +322,11 @@ def run(workdir: Path, *, quick: bool) -> dict[str, Any]:
     return harness.document(
         NAME,
         quick=quick,
-        baseline={"mixture": "read format 2 phase-shifted block pattern", "packing": "fixed-block packing (docs_per_block=64)",
-                  "tokenizing": throughput["baseline"]},
+        baseline={
+            "mixture": "read format 2 phase-shifted block pattern",
+            "packing": "fixed-block packing (docs_per_block=64)",
+            "tokenizing": throughput["baseline"],
+        },
         results=[*mixture, *waste, {"tokenized": throughput}, {"packed_lookup": lookup}],
         ratios={
             "mixture: steps beyond ±1 sample, worst plan, read format 3": worst,
@@ -292,15 +337,21 @@ def run(workdir: Path, *, quick: bool) -> dict[str, Any]:
             "tokenized reader / encode_batch (tokens/s)": throughput["ratio"],
         },
         goals={
-            "mixture_per_step": harness.goal(f"0 steps beyond ±1 sample over {MIXTURE_STEPS} steps, {len(MIXTURE_PLANS)} plans",
-                                             worst, worst == 0),
-            "packing_waste": harness.goal(f"<= {WASTE_GOAL:.1%} of capacity (log-normal, one epoch)", concat["waste_fraction"],
-                                          concat["waste_fraction"] <= WASTE_GOAL),
-            "tokenized_throughput": harness.goal(f">= {THROUGHPUT_GOAL} of encode_batch", throughput["ratio"],
-                                                 throughput["ratio"] is not None and throughput["ratio"] >= THROUGHPUT_GOAL),
+            "mixture_per_step": harness.goal(
+                f"0 steps beyond ±1 sample over {MIXTURE_STEPS} steps, {len(MIXTURE_PLANS)} plans", worst, worst == 0
+            ),
+            "packing_waste": harness.goal(
+                f"<= {WASTE_GOAL:.1%} of capacity (log-normal, one epoch)", concat["waste_fraction"], concat["waste_fraction"] <= WASTE_GOAL
+            ),
+            "tokenized_throughput": harness.goal(
+                f">= {THROUGHPUT_GOAL} of encode_batch",
+                throughput["ratio"],
+                throughput["ratio"] is not None and throughput["ratio"] >= THROUGHPUT_GOAL,
+            ),
             "packed_lookup_cold_s": harness.goal(f"<= {LOOKUP_COLD_GOAL_S} s (fresh run, 1e9 rows)", cold, cold <= LOOKUP_COLD_GOAL_S),
-            "packed_lookup_warm_ms": harness.goal(f"<= {LOOKUP_WARM_GOAL_MS} ms per (step, rank)", lookup["warm_ms"]["p50"],
-                                                  lookup["warm_ms"]["p50"] <= LOOKUP_WARM_GOAL_MS),
+            "packed_lookup_warm_ms": harness.goal(
+                f"<= {LOOKUP_WARM_GOAL_MS} ms per (step, rank)", lookup["warm_ms"]["p50"], lookup["warm_ms"]["p50"] <= LOOKUP_WARM_GOAL_MS
+            ),
         },
         notes=[
             "packing waste of lossless packing is at most one partial sequence per stream per source per epoch: "

@@ -41,7 +41,9 @@ def build_runs(root: Path, sizes: tuple[int, ...]) -> dict[tuple[str, int], Any]
         one = ReadPlan([Source(f"big-{label}@v1")], seed=SEED, global_batch_size=BATCH, steps=TOTAL_STEPS)
         mixed = ReadPlan(
             [Source(f"big-{label}@v1", weight=0.7), Source(f"small-{label}@v1", weight=0.3)],
-            seed=SEED, global_batch_size=BATCH, steps=TOTAL_STEPS,
+            seed=SEED,
+            global_batch_size=BATCH,
+            steps=TOTAL_STEPS,
         )
         runs[("one source", n)] = catalog.create_run(f"where-one-{label}", one)
         runs[("mixture", n)] = catalog.create_run(f"where-mix-{label}", mixed)

@@ -100,7 +100,9 @@ def candidate_urls(root: str, *, per_kind: int = URLS_PER_KIND, seed: int = 0) -
             found["step"].append(urls.step(name, step))
             world = run.world_size_at(step)
             found["rank"].append(urls.rank(name, step, rng.randrange(world)))
-    return {kind: values[:per_kind] if kind != "sample" else rng.sample(values, min(len(values), per_kind)) for kind, values in found.items()}
+    return {
+        kind: values[:per_kind] if kind != "sample" else rng.sample(values, min(len(values), per_kind)) for kind, values in found.items()
+    }
 
 
 def uniform_urls(root: str, *, page_size: int = 50) -> dict[str, list[str]]:
@@ -152,9 +154,7 @@ def thumbnail_urls(client: httpx.Client, pages: list[str], *, limit: int = URLS_
     return found[:limit]
 
 
-def plan_routes(
-    client: httpx.Client, root: str, *, mix: Mapping[str, float] = DEFAULT_MIX, seed: int = 0, uniform: bool = False
-) -> Plan:
+def plan_routes(client: httpx.Client, root: str, *, mix: Mapping[str, float] = DEFAULT_MIX, seed: int = 0, uniform: bool = False) -> Plan:
     """The kinds of ``mix`` that have URLs and that the server routes; the others are noted and left out.
 
     ``uniform``: every URL of the catalog (``uniform_urls``) instead of the hot set.
@@ -197,7 +197,14 @@ def _client_loop(base_url: str, kinds: list[RouteKind], deadline: float, seed: i
             start = time.perf_counter()
             try:
                 response = client.get(url)
-                out.append(Sample(kind.name, time.perf_counter() - start, response.status_code, "" if response.status_code < 400 else f"{response.status_code} {url}"))
+                out.append(
+                    Sample(
+                        kind.name,
+                        time.perf_counter() - start,
+                        response.status_code,
+                        "" if response.status_code < 400 else f"{response.status_code} {url}",
+                    )
+                )
             except httpx.HTTPError as exc:
                 out.append(Sample(kind.name, time.perf_counter() - start, 0, f"{type(exc).__name__} {url}: {exc}"))
 
@@ -208,7 +215,10 @@ def run_load(base_url: str, kinds: list[RouteKind], *, clients: int, seconds: fl
         raise ValueError("no route kinds to request")
     deadline = time.monotonic() + seconds
     per_thread: list[list[Sample]] = [[] for _ in range(clients)]
-    threads = [threading.Thread(target=_client_loop, args=(base_url, kinds, deadline, seed + i, per_thread[i]), daemon=True) for i in range(clients)]
+    threads = [
+        threading.Thread(target=_client_loop, args=(base_url, kinds, deadline, seed + i, per_thread[i]), daemon=True)
+        for i in range(clients)
+    ]
     for thread in threads:
         thread.start()
     for thread in threads:
@@ -256,7 +266,9 @@ def inspector(root: str | Path, logs: Path, *, timeout: float = 120.0, workers: 
     if threads:
         env["BATCHSCOPE_REQUEST_THREADS"] = str(threads)
     with open(logs / "serve.log", "wb") as log:
-        process = subprocess.Popen([script, "serve", "--root", str(root), "--host", "127.0.0.1", "--port", str(port)], stdout=log, stderr=log, env=env)
+        process = subprocess.Popen(
+            [script, "serve", "--root", str(root), "--host", "127.0.0.1", "--port", str(port)], stdout=log, stderr=log, env=env
+        )
     try:
         deadline = time.monotonic() + timeout
         while True:

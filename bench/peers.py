@@ -108,9 +108,7 @@ def load(peer: str) -> Any:
     try:
         return _LOADERS[peer]()
     except Exception as exc:  # noqa: BLE001 - report any import failure as the reason
-        raise PeerUnavailable(
-            f"{PEERS[peer]} {package_version(PEERS[peer])} failed to import: {type(exc).__name__}: {exc}"
-        ) from exc
+        raise PeerUnavailable(f"{PEERS[peer]} {package_version(PEERS[peer])} failed to import: {type(exc).__name__}: {exc}") from exc
 
 
 def status(peer: str) -> dict[str, Any]:

@@ -18,7 +18,7 @@ import numpy as np
 
 from .batch import Batch, SampleColumns, made_inputs
 from .digests import document_hashes, made_hash, sample_digests, version_hash
-from .documents import DocumentSource, Documents
+from .documents import Documents, DocumentSource
 from .packer import Packer
 from .pool import map_in_order
 from .records import Record
@@ -39,10 +39,7 @@ class Assembler:
         """The batches ``rank`` of ``world_size`` reads at ``steps``, sharing the order arithmetic and the reads."""
         positions = self.sampler.positions(rank, world_size)
         if self.plan.pack is not None:
-            return [
-                Batch(self.name, step, rank, world_size, [self.packer.sample(step, p) for p in positions]).seal()
-                for step in steps
-            ]
+            return [Batch(self.name, step, rank, world_size, [self.packer.sample(step, p) for p in positions]).seal() for step in steps]
         return self._unpacked_batches(steps, rank, world_size, positions)
 
     def counters(self, steps: range) -> list[range]:
@@ -95,8 +92,18 @@ class Assembler:
         for t, step in enumerate(steps):
             part = slice(t * n, (t + 1) * n)
             columns = SampleColumns(
-                refs, index[t], position, stream_of, sources[part], read.epochs[gather[t]], read.draws[gather[t]],
-                shards[part], rows[part], records[part], None if inputs is None else inputs[part], digests[t],
+                refs,
+                index[t],
+                position,
+                stream_of,
+                sources[part],
+                read.epochs[gather[t]],
+                read.draws[gather[t]],
+                shards[part],
+                rows[part],
+                records[part],
+                None if inputs is None else inputs[part],
+                digests[t],
             )
             out.append(Batch(self.name, step, rank, world_size, columns=columns).seal())
         return out

@@ -161,8 +161,15 @@ class SampleColumns:
         inputs = self.inputs
         for i, (index, position, stream, source, epoch, draw, shard, row, key, digest) in enumerate(
             zip(
-                self.index.tolist(), self.position.tolist(), self.stream.tolist(), self.source.tolist(),
-                self.epoch.tolist(), self.draw.tolist(), self.shard.tolist(), self.row.tolist(), self.keys(),
+                self.index.tolist(),
+                self.position.tolist(),
+                self.stream.tolist(),
+                self.source.tolist(),
+                self.epoch.tolist(),
+                self.draw.tolist(),
+                self.shard.tolist(),
+                self.row.tolist(),
+                self.keys(),
                 hex_digests(self.digests),
             )
         ):

@@ -19,6 +19,7 @@ import threading
 from typing import TYPE_CHECKING, Any, Iterable, Iterator, Mapping, Sequence
 
 from . import storage
+from .catalog_files import is_version_id, load_manifest, read_names, read_refs
 from .errors import (
     AmbiguousVersion,
     CatalogCorrupt,
@@ -28,7 +29,6 @@ from .errors import (
     TokenizerNotFound,
     VersionNotFound,
 )
-from .catalog_files import is_version_id, load_manifest, read_names, read_refs
 from .keys import KeyColumn, refuse_duplicates, suffix_column
 from .kinds import infer_kinds
 from .manifest import Manifest
@@ -51,9 +51,7 @@ def default_root() -> str:
 def check_name(kind: str, name: str) -> str:
     """Validate a dataset, tag, tokenizer or run name (letters, digits, ``.``, ``_``, ``-``)."""
     if not isinstance(name, str) or not _NAME.match(name) or ".." in name:
-        raise InvalidName(
-            f"invalid {kind} name {name!r}: use 1-128 letters, digits, '.', '_' or '-', starting with a letter or digit"
-        )
+        raise InvalidName(f"invalid {kind} name {name!r}: use 1-128 letters, digits, '.', '_' or '-', starting with a letter or digit")
     return name
 
 

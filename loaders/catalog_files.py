@@ -85,6 +85,8 @@ def read_names(path: str, what: str) -> dict[str, str]:
     if not storage.stat(path).exists:
         return {}
     data = read_json(path, what)
-    if not isinstance(data, dict) or not all(isinstance(k, str) and isinstance(v, str) and re.fullmatch(r"[0-9a-f]{32}", v) for k, v in data.items()):
+    if not isinstance(data, dict) or not all(
+        isinstance(k, str) and isinstance(v, str) and re.fullmatch(r"[0-9a-f]{32}", v) for k, v in data.items()
+    ):
         raise CatalogCorrupt(f"{path}: {what} must map names to content ids (32 hexadecimal characters)")
     return data

@@ -144,7 +144,6 @@ class ConcatPacking:
         return PackingWaste(tokens, padding, 0, total, self.pack.seq_len, True)
 
 
-
 class _Window:
     """One shuffle window's documents, read and tokenized as far as sequences need them.
 

@@ -21,7 +21,9 @@ from typing import Any, Iterable, Sequence
 
 import numpy as np
 
-from .permutation import derive_key, mix64 as _mix, mix64_array as _mix_np
+from .permutation import derive_key
+from .permutation import mix64 as _mix
+from .permutation import mix64_array as _mix_np
 from .records import digest as value_digest
 
 _M64 = (1 << 64) - 1

@@ -183,8 +183,13 @@ class DocumentSource:
     def tokens(self, document: Document, rng_key: tuple[int, ...], where: str) -> dict[str, Any]:
         """``document``'s inputs after its document transforms, which must have made ``input_ids`` (for packing)."""
         inputs = self.transform(
-            document.source, document.address.shard, document.address.row, document.record, self.transforms(document.source),
-            rng_key, where,
+            document.source,
+            document.address.shard,
+            document.address.row,
+            document.record,
+            self.transforms(document.source),
+            rng_key,
+            where,
         )
         self.require_tokens(inputs, document.source_name)
         return inputs

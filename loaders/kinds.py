@@ -88,9 +88,7 @@ SPECS: tuple[KindSpec, ...] = (
         name_words=("audio", "speech", "sound", "wav", "flac", "mp3"),
         hf_type="Audio",
     ),
-    KindSpec(
-        "class_label", "integer class id; names from Hugging Face ClassLabel metadata shown beside it", hf_type="ClassLabel"
-    ),
+    KindSpec("class_label", "integer class id; names from Hugging Face ClassLabel metadata shown beside it", hf_type="ClassLabel"),
     KindSpec(
         "episode",
         "struct with list fields: frames (list<binary>), actions, rewards (list<float>), dones (list<bool>)",
@@ -269,9 +267,7 @@ def infer_kinds(schema: pa.Schema, overrides: Mapping[str, str] | None = None) -
     kinds = {field.name: infer_kind(field.name, field.type, features.get(field.name)) for field in schema}
     for column, kind in (overrides or {}).items():
         if column not in kinds:
-            raise RegistrationError(
-                f"kinds override names column {column!r}, which is not in the schema (columns: {', '.join(kinds)})"
-            )
+            raise RegistrationError(f"kinds override names column {column!r}, which is not in the schema (columns: {', '.join(kinds)})")
         if kind not in KINDS:
             raise RegistrationError(f"unknown field kind {kind!r} for column {column!r}; allowed: {', '.join(KINDS)}")
         kinds[column] = kind

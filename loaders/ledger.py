@@ -133,8 +133,16 @@ class _Contents:
     def _apply(self, name: str, number: int, data: dict[str, Any], key: tuple[int, int, int]) -> None:
         if data["t"] == "batch":
             self.entries[key] = LedgerEntry(
-                key[0], key[1], key[2], data["digest"], data["indices"], data["keys"], data.get("samples", []),
-                float(data.get("time", 0.0)), int(data.get("digest_format", 1)), trained=not data.get("fetched", False),
+                key[0],
+                key[1],
+                key[2],
+                data["digest"],
+                data["indices"],
+                data["keys"],
+                data.get("samples", []),
+                float(data.get("time", 0.0)),
+                int(data.get("digest_format", 1)),
+                trained=not data.get("fetched", False),
             )
         elif data["t"] == "trained":
             entry = self.entries.get(key)

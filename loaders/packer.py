@@ -125,9 +125,7 @@ class Packer:
         block, within = divmod(document, self.pack.docs_per_block)
         sequences, _ = self.packed_block(stream, block)
         return [
-            block * self.sequences_per_block + q
-            for q, seq in enumerate(sequences)
-            if any(span.document == within for span in seq.spans)
+            block * self.sequences_per_block + q for q, seq in enumerate(sequences) if any(span.document == within for span in seq.spans)
         ]
 
     def block_counters(self, steps: range) -> list[range]:
@@ -164,8 +162,14 @@ class Packer:
             source_doc = documents[span.document]
             docs.append(
                 Document(
-                    source_doc.source, source_doc.source_name, source_doc.key, source_doc.address, source_doc.epoch,
-                    source_doc.record, span.to_json(), source_doc.draw,
+                    source_doc.source,
+                    source_doc.source_name,
+                    source_doc.key,
+                    source_doc.address,
+                    source_doc.epoch,
+                    source_doc.record,
+                    span.to_json(),
+                    source_doc.draw,
                 )
             )
             spans.append({**span.to_json(), "key": source_doc.key})

@@ -63,6 +63,7 @@ class LayoutPlan:
 #: Layouts without a single token after which a stream's source is declared empty.
 EMPTY_LAYOUTS = 64
 
+
 @dataclass(frozen=True)
 class WindowTokens:
     """A window's documents in reading order: a payload each, and their tokens concatenated (``starts`` are offsets)."""
@@ -157,9 +158,7 @@ class LanePacker:
                 return layout, sequence - self._first_sequence[layout]
             layout += 1
             if layout >= EMPTY_LAYOUTS and self._first_sequence[layout] == 0:
-                raise CorruptData(
-                    f"source {self.order.source} stream {self.stream}: {layout} epoch layouts in a row hold no tokens"
-                )
+                raise CorruptData(f"source {self.order.source} stream {self.stream}: {layout} epoch layouts in a row hold no tokens")
 
     def tokens_before(self, sequences: np.ndarray) -> np.ndarray:
         """Document tokens in the stream's first ``sequences[i]`` sequences of this source (exact; vectorized).
@@ -215,4 +214,3 @@ class LanePacker:
             out.loss_mask = np.concatenate(masks).tolist()
         finish(out, self.seq_len, pad_id, positions)
         return out, payloads
-

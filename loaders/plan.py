@@ -131,9 +131,7 @@ class ReadPlan:
             object.__setattr__(self, "streams", math.gcd(self.global_batch_size, 64))
         _check_int("streams", self.streams, 1, self.global_batch_size)
         if self.global_batch_size % self.streams:
-            raise InvalidPlan(
-                f"streams={self.streams} is out of range: must divide global_batch_size={self.global_batch_size}"
-            )
+            raise InvalidPlan(f"streams={self.streams} is out of range: must divide global_batch_size={self.global_batch_size}")
         _check_int("mixture_block", self.mixture_block, len(self.sources), 1_000_000)
         weights = [s.weight for s in self.sources]
         if any(w is None for w in weights) and any(w is not None for w in weights):

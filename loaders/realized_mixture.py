@@ -112,8 +112,13 @@ class RealizedMixture:
             "measured_steps": list(self.measured_steps),
             "sources": source_rows(self.sources, self.planned, self.samples, self.tokens),
             "windows": [
-                {"start": w.start, "end": w.end, "samples": _listed(w.samples), "tokens": _listed(w.tokens),
-                 "measured_steps": w.measured_steps}
+                {
+                    "start": w.start,
+                    "end": w.end,
+                    "samples": _listed(w.samples),
+                    "tokens": _listed(w.tokens),
+                    "measured_steps": w.measured_steps,
+                }
                 for w in self.windows
             ],
         }

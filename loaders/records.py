@@ -73,9 +73,7 @@ def _json_default(value: Any) -> Any:
     return {"$repr": repr(value)}
 
 
-_CANONICAL = json.JSONEncoder(
-    sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=True, default=_json_default
-)
+_CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=True, default=_json_default)
 
 
 def digest(value: Any, length: int = 32) -> str:

@@ -36,10 +36,10 @@ TRANSIENT_HTTP_STATUSES = frozenset({408, 425, 429})
 
 # pyarrow reports S3 failures as OSError whose message carries the AWS error
 # name, the HTTP status and, for network failures, curl's code.
-_AWS_TRANSIENT = re.compile(
-    r"AWS Error (NETWORK_CONNECTION|SLOW_DOWN|THROTTLING|SERVICE_UNAVAILABLE|INTERNAL_FAILURE|REQUEST_TIMEOUT)\b"
+_AWS_TRANSIENT = re.compile(r"AWS Error (NETWORK_CONNECTION|SLOW_DOWN|THROTTLING|SERVICE_UNAVAILABLE|INTERNAL_FAILURE|REQUEST_TIMEOUT)\b")
+_AWS_PERMANENT = re.compile(
+    r"AWS Error (ACCESS_DENIED|INVALID_ACCESS_KEY_ID|SIGNATURE_DOES_NOT_MATCH|NO_SUCH_BUCKET|NO_SUCH_KEY|RESOURCE_NOT_FOUND)\b"
 )
-_AWS_PERMANENT = re.compile(r"AWS Error (ACCESS_DENIED|INVALID_ACCESS_KEY_ID|SIGNATURE_DOES_NOT_MATCH|NO_SUCH_BUCKET|NO_SUCH_KEY|RESOURCE_NOT_FOUND)\b")
 _HTTP_STATUS = re.compile(r"HTTP (?:status|response code)[: ]+(\d{3})", re.IGNORECASE)
 # curl: 6/7 resolve/connect, 18 partial file, 28 timeout, 52 empty reply, 55/56 send/recv failure.
 _CURL_TRANSIENT = re.compile(r"curlCode: (6|7|18|28|52|55|56)\b")

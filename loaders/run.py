@@ -70,8 +70,13 @@ class Run:
             self.plan, self.sources, resolved["counts"], read_format=self.read_format, cycle_steps=resolved.get("cycle_steps")
         )
         self.documents = DocumentSource(
-            catalog, self.name, self.plan, self.sources, self.tokenizers,
-            token_counts=resolved.get("token_counts"), record_token_counts=resolved.get("record_token_counts"),
+            catalog,
+            self.name,
+            self.plan,
+            self.sources,
+            self.tokenizers,
+            token_counts=resolved.get("token_counts"),
+            record_token_counts=resolved.get("record_token_counts"),
         )
         self.packer = Packer(self.sampler, self.documents, read_format=self.read_format, sequences_per_block=self.sequences_per_block)
         self.assembler = Assembler(self.name, self.sampler, self.documents, self.packer)
@@ -203,9 +208,7 @@ class Run:
         else:
             self.check_world_size(world_size)
         if not 0 <= rank < world_size:
-            raise RankOutOfRange(
-                f"rank {rank} is not below the world size {world_size} in force at step {step} of run {self.name}"
-            )
+            raise RankOutOfRange(f"rank {rank} is not below the world size {world_size} in force at step {step} of run {self.name}")
         return world_size
 
     def batch(self, step: int, rank: int = 0, *, world_size: int | None = None) -> Batch:

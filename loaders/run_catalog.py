@@ -38,8 +38,7 @@ class Catalog(CatalogStore):
             return Run(self, manifest)
         except (KeyError, IndexError, TypeError, AttributeError, ValueError, InvalidPlan) as exc:  # a stored plan's fault
             raise CatalogCorrupt(
-                f"{manifest_path(self, name)}: run manifest is malformed ({type(exc).__name__}: {exc}); "
-                "restore the file or remove the run"
+                f"{manifest_path(self, name)}: run manifest is malformed ({type(exc).__name__}: {exc}); restore the file or remove the run"
             ) from exc
 
     def runs(self) -> list[str]:

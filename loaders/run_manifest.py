@@ -64,9 +64,7 @@ _IMPLIED_OPTIONS: dict[int, dict[str, dict[str, Any]]] = {
 }
 
 
-def _with_transforms(
-    plan: dict[str, Any], change: Callable[[dict[str, Any]], dict[str, Any] | None]
-) -> dict[str, Any] | None:
+def _with_transforms(plan: dict[str, Any], change: Callable[[dict[str, Any]], dict[str, Any] | None]) -> dict[str, Any] | None:
     """``plan`` JSON with ``change`` applied to every transform (its own and its sources'); None if any gives None."""
 
     def each(transforms: list[dict[str, Any]]) -> list[dict[str, Any]] | None:
@@ -198,9 +196,7 @@ def create_manifest(catalog: CatalogStore, name: str, plan: ReadPlan, *, exist_o
         resolved["cycle_steps"] = cycle
     lossless = packs_losslessly(plan, fmt)
     if lossless:
-        resolved["token_counts"] = [
-            {"key": token_count_key(plan, i, s, tokenizers), "sha256": None} for i, s in enumerate(sources)
-        ]
+        resolved["token_counts"] = [{"key": token_count_key(plan, i, s, tokenizers), "sha256": None} for i, s in enumerate(sources)]
     manifest = {"format": "batchscope.run/1", "name": name, "created": now(), "plan": plan_json or plan.to_json(), "resolved": resolved}
     stored = ReadPlan.from_json(stored_plan_json(manifest))  # the plan as the run will read it
     documents = DocumentSource(catalog, name, stored, sources, tokenizers)
@@ -317,14 +313,14 @@ def resolve_against(catalog: CatalogStore, manifest: dict[str, Any], other: str)
     resolved = {**old, "sources": sources, "counts": apportion([s["weight"] for s in sources], block)}
     if "token_counts" in old:  # a swapped source's counts are built on first use, not pinned
         resolved["token_counts"] = [
-            entry if source == current[i].to_json() else
-            {"key": token_count_key(plan, i, ResolvedSource(**source), old["tokenizers"]), "sha256": None}
+            entry
+            if source == current[i].to_json()
+            else {"key": token_count_key(plan, i, ResolvedSource(**source), old["tokenizers"]), "sha256": None}
             for i, (entry, source) in enumerate(zip(old["token_counts"], sources))
         ]
     if old.get("record_token_counts"):  # a swapped source has none pinned: its sequences are found without them
         resolved["record_token_counts"] = [
-            entry if source == current[i].to_json() else None
-            for i, (entry, source) in enumerate(zip(old["record_token_counts"], sources))
+            entry if source == current[i].to_json() else None for i, (entry, source) in enumerate(zip(old["record_token_counts"], sources))
         ]
     swapped = {**manifest, "name": f"{name}~{other}", "resolved": resolved}
     swapped["fingerprint"] = fingerprint(swapped["plan"], resolved)

@@ -66,8 +66,7 @@ class Sampler:
             rates = self.step_mixture.rates
             aligned = packs_losslessly(plan, read_format)  # packed sequences are found by token counts per whole chunk
             self.lane_orders = [
-                LaneOrder(s.rows, s.chunk, tuple(rates[:, i].tolist()), window, seed, i, shuffle, aligned)
-                for i, s in enumerate(sources)
+                LaneOrder(s.rows, s.chunk, tuple(rates[:, i].tolist()), window, seed, i, shuffle, aligned) for i, s in enumerate(sources)
             ]
         else:  # read formats 1 and 2: one block pattern per stream, phase-shifted (exact over whole blocks only)
             self.mixture = Mixture.build(counts)

@@ -299,7 +299,6 @@ class OpenShard:
         expected = self.shard.row_groups[row_group]
         if table.num_rows != expected:  # a footer that lies about row counts would shift every row after it
             raise CorruptData(
-                f"{self.where}: row group {row_group} of shard {self.shard.uri} holds {table.num_rows} rows "
-                f"but its footer says {expected}"
+                f"{self.where}: row group {row_group} of shard {self.shard.uri} holds {table.num_rows} rows but its footer says {expected}"
             )
         return table

@@ -51,7 +51,7 @@ def normalize(uri: str | os.PathLike[str]) -> str:
     """
     text = os.fspath(uri)
     if text.startswith("file://"):
-        return text[len("file://"):]
+        return text[len("file://") :]
     if is_remote(text):
         return text.rstrip("/")
     return str(Path(text).expanduser().absolute())
@@ -75,7 +75,7 @@ def resolve(uri: str) -> tuple[pafs.FileSystem, str]:
     if uri.startswith("s3://"):
         from .s3 import s3_filesystem
 
-        bucket_and_key = uri[len("s3://"):]
+        bucket_and_key = uri[len("s3://") :]
         return s3_filesystem(), bucket_and_key
     if is_http(uri):
         return _http_filesystem(), uri
@@ -172,9 +172,7 @@ def read_range(uri: str, offset: int, length: int, *, cache: bool = True) -> byt
     store = disk_cache.default_cache() if cache else None
     if store is None:
         return _fetch_range(uri, offset, length)
-    return store.get_or_fetch(
-        uri, offset, length, validator=_validator(uri), fetch=lambda: _fetch_range(uri, offset, length)
-    )
+    return store.get_or_fetch(uri, offset, length, validator=_validator(uri), fetch=lambda: _fetch_range(uri, offset, length))
 
 
 def read_range_into(uri: str, offset: int, target: memoryview, *, cache: bool = True) -> int:

@@ -18,11 +18,11 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader, IterableDataset, get_worker_info
 
-from .run_catalog import Catalog
 from .collate import collate_numpy
 from .ledger_writer import batch_summary
 from .progress import Progress
 from .run import Run
+from .run_catalog import Catalog
 
 
 def collate_torch(batch_dict: dict[str, Any]) -> dict[str, Any]:
@@ -47,8 +47,16 @@ class BatchscopeDataset(IterableDataset):
         worker, workers = (info.id, info.num_workers) if info is not None else (0, 1)
         run = Catalog(self.root).run(self.run_name)
         reader = run.reader(
-            self.rank, self.world_size, start_step=self.start_step, end_step=self.end_step,
-            ledger=False, worker=worker, num_workers=workers, prefetch=2, threads=1, steps_per_task=1,
+            self.rank,
+            self.world_size,
+            start_step=self.start_step,
+            end_step=self.end_step,
+            ledger=False,
+            worker=worker,
+            num_workers=workers,
+            prefetch=2,
+            threads=1,
+            steps_per_task=1,
         )
         with reader:
             for batch in reader:
@@ -92,7 +100,9 @@ class Loader:
         self._options = dataloader_options
 
     def _dataloader(self) -> DataLoader:
-        dataset = BatchscopeDataset(self.run.catalog.root, self.run.name, self.rank, self.world_size, start_step=self.next_step, end_step=self.end_step)
+        dataset = BatchscopeDataset(
+            self.run.catalog.root, self.run.name, self.rank, self.world_size, start_step=self.next_step, end_step=self.end_step
+        )
         return DataLoader(dataset, batch_size=None, num_workers=self.num_workers, **self._options)
 
     def __iter__(self) -> Iterator[dict[str, Any]]:

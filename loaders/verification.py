@@ -75,15 +75,17 @@ def compare_with_ledger(ledger: Ledger, batch: Batch) -> Verification:
     return Verification("verified" if entry.trained else "untrained", *where, computed, entry.digest, [])
 
 
-def _differences(
-    entry: LedgerEntry, digest: str, indices: list[int], keys: list[str], samples: list[str]
-) -> tuple[list[str], set[int]]:
+def _differences(entry: LedgerEntry, digest: str, indices: list[int], keys: list[str], samples: list[str]) -> tuple[list[str], set[int]]:
     """What differs between a ledger record and the recomputed batch: reasons, and sample positions."""
     reasons: list[str] = []
     positions: set[int] = set()
     if entry.digest != digest:
         reasons.append(f"batch digest {entry.digest} in the ledger, {digest} recomputed")
-    for label, ledger, computed in (("global indices", entry.indices, indices), ("keys", entry.keys, keys), ("sample digests", entry.samples, samples)):
+    for label, ledger, computed in (
+        ("global indices", entry.indices, indices),
+        ("keys", entry.keys, keys),
+        ("sample digests", entry.samples, samples),
+    ):
         if label == "sample digests" and not ledger:
             continue  # ledgers written before sample digests were kept
         differ = _positions(ledger, computed)

@@ -28,6 +28,8 @@ from .staging import Staging
 _ROW_GROUP_CACHE: ByteLRU[pa.Table] = ByteLRU(
     budget=int(os.environ.get("BATCHSCOPE_ROW_GROUP_CACHE_BYTES", str(1 << 30))), size_of=lambda t: t.nbytes
 )
+
+
 class ReadStats:
     """Process-wide counters of decoded row groups (for read-amplification measurements)."""
 
@@ -41,6 +43,8 @@ class ReadStats:
 
 
 READ_STATS = ReadStats
+
+
 class _Records(list):  # type: ignore[type-arg]
     """Decoded Python records of one row group, with an estimate of their memory."""
 
@@ -310,9 +314,7 @@ class DatasetVersion:
         if needed and len(missing) < 2:
             return
         for shard, group in missing:
-            _STAGING.stage(
-                (self.shards[shard].checksum, group), functools.partial(self._records_of, shard, group), needed=needed
-            )
+            _STAGING.stage((self.shards[shard].checksum, group), functools.partial(self._records_of, shard, group), needed=needed)
 
     def record(self, index: int) -> Record:
         """The record at a global record index."""
@@ -449,7 +451,14 @@ class DatasetVersion:
             if 0 <= shard < len(self.shards) and 0 <= row < self.shards[shard].rows:
                 if self._stored_key(shard, row) == key:
                     return shard, row
-            log.warning("%s: key index of %s points %r at shard %d row %d, which holds another key; rebuilding", self._key_index_path(), self.ref, key, shard, row)
+            log.warning(
+                "%s: key index of %s points %r at shard %d row %d, which holds another key; rebuilding",
+                self._key_index_path(),
+                self.ref,
+                key,
+                shard,
+                row,
+            )
         raise SampleNotFound(f"{self.ref} has no row with key {key!r} (key column: {self.key or 'content hash'})")
 
     def _stored_key(self, shard: int, row: int) -> str:

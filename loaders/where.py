@@ -164,9 +164,7 @@ def _lossless_samples(sampler: Sampler, packer: Packer, source: int, record: int
         return stream, []
     base = lane.first_sequence(layout)
     seq_len = lane.seq_len
-    return stream, [
-        sampler.counter_of(stream, source, base + q) for q in range(first // seq_len, (first + length - 1) // seq_len + 1)
-    ]
+    return stream, [sampler.counter_of(stream, source, base + q) for q in range(first // seq_len, (first + length - 1) // seq_len + 1)]
 
 
 def _epoch_samples(run: LocatedRun, source: int, record: int, epoch: int) -> tuple[int, list[int]]:
@@ -207,9 +205,7 @@ def epochs_reached(run: LocatedRun, source: int) -> int:
 
 
 # -- the public function -----------------------------------------------------------------------------------------
-def where_read(
-    run: LocatedRun, source: int, record: int, *, first_epoch: int = 0, epochs: int | None = EPOCHS_PER_CALL
-) -> WhereReads:
+def where_read(run: LocatedRun, source: int, record: int, *, first_epoch: int = 0, epochs: int | None = EPOCHS_PER_CALL) -> WhereReads:
     """Every read of ``record`` of ``source`` by ``run`` in epochs ``[first_epoch, first_epoch + epochs)``.
 
     Reads at or past ``run.total_steps`` are left out; ``next_epoch`` names

@@ -130,15 +130,23 @@ def build_runs_catalog(root: Path) -> Catalog:
     docs = pa.table(
         {
             "id": [f"doc-{i}" for i in range(40)],
-            "text": [" ".join(["alpha", "beta", "gamma", "delta"][i % 4] + f" w{(i * j) % 40}" for j in range(2 + i % 5)) for i in range(40)],
+            "text": [
+                " ".join(["alpha", "beta", "gamma", "delta"][i % 4] + f" w{(i * j) % 40}" for j in range(2 + i % 5)) for i in range(40)
+            ],
         }
     )
     catalog.register("docs", write_parquet(docs, root / "src" / "docs", shards=2), key="id", tag="v1", tokenizer="words")
     catalog.register("docs", write_parquet(docs.slice(3), root / "src" / "docs-v2", shards=2), key="id", tag="v2", tokenizer="words")
     pretrain = catalog.create_run(
         "pretrain",
-        ReadPlan([Source("docs@v1", transforms=[Tokenize("text")])], seed=7, global_batch_size=4, steps=12, streams=2,
-                 transforms=[Pack(seq_len=24, docs_per_block=6)]),
+        ReadPlan(
+            [Source("docs@v1", transforms=[Tokenize("text")])],
+            seed=7,
+            global_batch_size=4,
+            steps=12,
+            streams=2,
+            transforms=[Pack(seq_len=24, docs_per_block=6)],
+        ),
     )
     model = OnlineUnigram(catalog.tokenizer("words").get_vocab_size())
 

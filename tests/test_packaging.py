@@ -54,8 +54,19 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
     output = _run([sys.executable, "-c", f"from setuptools import build_meta; build_meta.build_sdist({str(dist)!r})"], cwd=source)
     (sdist,) = dist.glob("batchscope-*.tar.gz")
     output += _run(
-        [sys.executable, "-m", "pip", "wheel", "-v", "--no-deps", "--no-build-isolation", "--disable-pip-version-check",
-         "-w", str(dist), str(sdist)],  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "-v",
+            "--no-deps",
+            "--no-build-isolation",
+            "--disable-pip-version-check",
+            "-w",
+            str(dist),
+            str(sdist),
+        ],  # fmt: skip
     )
     (built,) = dist.glob("batchscope-*.whl")
     return built, output
@@ -90,8 +101,19 @@ def installed(wheel: tuple[Path, str], tmp_path_factory: pytest.TempPathFactory)
     # Only the dependencies: a bare path line does not run this venv's own .pth files (its editable install).
     (target / "dependencies.pth").write_text("\n".join(site.getsitepackages()) + "\n")
     subprocess.run(
-        [sys.executable, "-m", "pip", "--python", str(venv / "bin" / "python"), "install", "--no-deps", "--no-index",
-         "--disable-pip-version-check", "-q", str(built)],  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "--python",
+            str(venv / "bin" / "python"),
+            "install",
+            "--no-deps",
+            "--no-index",
+            "--disable-pip-version-check",
+            "-q",
+            str(built),
+        ],  # fmt: skip
         check=True,
         timeout=240,
     )

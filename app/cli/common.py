@@ -10,7 +10,7 @@ from typing import Annotated, Iterator, Optional
 import typer
 from rich.console import Console
 
-from loaders import BatchscopeError, Catalog, CatalogCorrupt, default_root
+from loaders import BatchscopeError, Catalog, CatalogCorrupt
 from loaders.catalog import DEFAULT_ROOT
 
 console = Console()

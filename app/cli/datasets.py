@@ -53,7 +53,12 @@ def register(
 
             paths = write_excluding(catalog, name, paths, exclude, key=key)
         version = catalog.register(
-            name, paths, key=key, tag=tag, kinds=_parse_kinds(kind) or None, tokenizer=tokenizer,
+            name,
+            paths,
+            key=key,
+            tag=tag,
+            kinds=_parse_kinds(kind) or None,
+            tokenizer=tokenizer,
             allow_duplicate_keys=allow_duplicate_keys,
         )
         print(version.id)

@@ -71,10 +71,14 @@ def render(result: VersionDiff, *, limit: int) -> None:
     console.print(
         Text.assemble(
             "rows: ",
-            (f"+{counts.added:,} added", "green"), "  ",
-            (f"-{counts.removed:,} removed", "red"), "  ",
-            (f"~{counts.changed:,} changed", "yellow"), "  ",
-            (f"≈{counts.edited:,} edited", "magenta"), "  ",
+            (f"+{counts.added:,} added", "green"),
+            "  ",
+            (f"-{counts.removed:,} removed", "red"),
+            "  ",
+            (f"~{counts.changed:,} changed", "yellow"),
+            "  ",
+            (f"≈{counts.edited:,} edited", "magenta"),
+            "  ",
             f"={counts.unchanged:,} unchanged",
         )
     )

@@ -86,7 +86,9 @@ def _run(label: str, unit: str, action: Callable[[Callable[[int, Optional[int]],
             print(result.id)  # type: ignore[attr-defined]
 
 
-def _import(unit: str, importer: Callable[..., object], name: str, source: object, *, root: Optional[str], kind: list[str], **options: object) -> None:
+def _import(
+    unit: str, importer: Callable[..., object], name: str, source: object, *, root: Optional[str], kind: list[str], **options: object
+) -> None:
     """Run ``importer(catalog, name, source, kinds=..., progress=..., **options)`` with a progress bar counting ``unit``."""
     kinds = _kinds(kind)
     _run(f"import {name}", unit, lambda progress: importer(open_catalog(root), name, source, kinds=kinds, progress=progress, **options))

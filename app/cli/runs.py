@@ -81,10 +81,15 @@ def _print_report(run: Run, report: RunVerification) -> None:
         err_console.print(
             f"[red]✗ step {check.step} rank {check.rank}[/]: {escape('; '.join(check.reasons))}; "
             f"differing samples (global indices): {check.differing}",
-            highlight=False, soft_wrap=True,
+            highlight=False,
+            soft_wrap=True,
         )
     for rank, world_size, steps in step_ranges(report.with_status("no-ledger")):
-        why = "its records of them are missing" if run.ledger.has_file(rank, world_size) else f"no ledger file {ledger_file_name(rank, world_size)}"
+        why = (
+            "its records of them are missing"
+            if run.ledger.has_file(rank, world_size)
+            else f"no ledger file {ledger_file_name(rank, world_size)}"
+        )
         err_console.print(
             f"[red]✗ rank {rank} of {world_size}[/]: no ledger record for {_steps(steps)} ({why})", highlight=False, soft_wrap=True
         )
@@ -101,7 +106,8 @@ def _print_report(run: Run, report: RunVerification) -> None:
         f"{report.count('no-ledger')} without a ledger entry, {report.count('untrained')} fetched "
         f"but not trained, {sum(p.fatal for p in report.problems)} unreadable ledger line(s) "
         f"(steps {window.start}-{window.stop - 1}; exit {report.exit_code}: {EXIT_MEANINGS[report.exit_code]})",
-        highlight=False, soft_wrap=True,
+        highlight=False,
+        soft_wrap=True,
     )
 
 

@@ -29,14 +29,18 @@ def serve(
     root: RootOption = None,
     host: Annotated[
         Optional[str],
-        typer.Option("--host", help="Interface to bind (default: $BATCHSCOPE_HOST, else 127.0.0.1, this machine only).", show_default=False),
+        typer.Option(
+            "--host", help="Interface to bind (default: $BATCHSCOPE_HOST, else 127.0.0.1, this machine only).", show_default=False
+        ),
     ] = None,
     port: Annotated[
         Optional[int], typer.Option("--port", "-p", help="Port to listen on (default: $BATCHSCOPE_PORT, else 8000).", show_default=False)
     ] = None,
     workers: Annotated[
         Optional[int],
-        typer.Option("--workers", "-w", help="Server processes (default: $BATCHSCOPE_WORKERS, else 0: one per core, at most 8).", show_default=False),
+        typer.Option(
+            "--workers", "-w", help="Server processes (default: $BATCHSCOPE_WORKERS, else 0: one per core, at most 8).", show_default=False
+        ),
     ] = None,
     allowed_hosts: Annotated[
         Optional[str],

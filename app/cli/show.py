@@ -19,8 +19,18 @@ from .common import RootOption, console, friendly_errors, open_catalog
 from .terminal import media_line, model_media_line, rollout_lines, token_text
 
 #: Model inputs folded into the token view or into a media line rather than printed on their own.
-_FOLDED = ("input_ids", "loss_mask", "position_ids", "doc_spans", "padding", "role_spans", "frame_indices", "frame_times",
-           "crop_box", "source_size")
+_FOLDED = (
+    "input_ids",
+    "loss_mask",
+    "position_ids",
+    "doc_spans",
+    "padding",
+    "role_spans",
+    "frame_indices",
+    "frame_times",
+    "crop_box",
+    "source_size",
+)
 
 
 def install(app: typer.Typer) -> None:

@@ -13,8 +13,8 @@ from .. import urls
 from ..decode_budget import DecodeBudget
 from ..errors import BadQuery
 from ..jsonable import html_only
-from ..templating import count
 from ..renderers.registry import FieldContext, View, render_cell
+from ..templating import count
 from .common import Link, Pager
 from .rows import RowSlice, page_at, search, searchable
 from .stats import column_stats

@@ -237,7 +237,11 @@ def _facets(diff: VersionDiff, change: str | None, column: str | None) -> tuple[
     changes = [Facet("all", diff_url(diff, column=column), diff.counts.different, change is None)]
     changes += [Facet(c, diff_url(diff, change=c, column=column), counts[c], change == c) for c in ROW_CHANGES if counts[c] or change == c]
     columns = [Facet("any column", diff_url(diff, change=change), None, column is None)]
-    columns += [Facet(c, diff_url(diff, change=change, column=c), diff.columns.get(c, 0), column == c) for c in diff.schema.compared if diff.columns.get(c) or column == c]
+    columns += [
+        Facet(c, diff_url(diff, change=change, column=c), diff.columns.get(c, 0), column == c)
+        for c in diff.schema.compared
+        if diff.columns.get(c) or column == c
+    ]
     return changes, columns
 
 
@@ -253,7 +257,9 @@ def _matching(diff: VersionDiff, change: str | None, column: str | None) -> int 
     return None
 
 
-def rows_block(diff: VersionDiff, *, change: str | None = None, column: str | None = None, after: str | None = None, page_size: int = 50) -> RowsBlock:
+def rows_block(
+    diff: VersionDiff, *, change: str | None = None, column: str | None = None, after: str | None = None, page_size: int = 50
+) -> RowsBlock:
     """One page of row changes after the key ``after``, filtered by change type and column."""
     fetched = diff.rows(change=change, column=column, after=after, limit=page_size + 1)
     shown = fetched[:page_size]
@@ -333,7 +339,9 @@ def _base(diff: VersionDiff) -> DiffPage:
     )
 
 
-def diff_page(diff: VersionDiff, *, change: str | None = None, column: str | None = None, after: str | None = None, page_size: int = 50) -> DiffPage:
+def diff_page(
+    diff: VersionDiff, *, change: str | None = None, column: str | None = None, after: str | None = None, page_size: int = 50
+) -> DiffPage:
     """The diff page: summary, schema and shard changes, and one page of row changes."""
     page = _base(diff)
     page.listing = rows_block(diff, change=change, column=column, after=after, page_size=page_size)
@@ -390,11 +398,15 @@ def _image_view(cache: MediaCache, diff: VersionDiff, row: RowChange, column: st
         else:
             summary = f"{info.format} {info.width}×{info.height}, {human_bytes(info.byte_size)}"
         infos.append(info)
-        sides.append(MediaSide(urls.thumbnail(version.name, version, key, column), urls.media_view(version.name, version, key, column), summary))
+        sides.append(
+            MediaSide(urls.thumbnail(version.name, version, key, column), urls.media_view(version.name, version, key, column), summary)
+        )
     heatmap = None
     if infos[0] is not None and infos[1] is not None:
         if (infos[0].width, infos[0].height) == (infos[1].width, infos[1].height):
-            heatmap = urls.diff_heatmap(diff.a.name, diff.a.id, b_spec(diff.a.name, diff.b), a_key, column, b_key=b_key if b_key != a_key else None)
+            heatmap = urls.diff_heatmap(
+                diff.a.name, diff.a.id, b_spec(diff.a.name, diff.b), a_key, column, b_key=b_key if b_key != a_key else None
+            )
         else:
             notes.append(f"sizes differ ({sides[0].summary} against {sides[1].summary}): no pixel difference")
     return ImageDiffView(a=sides[0], b=sides[1], heatmap_url=heatmap, note="; ".join(notes))
@@ -423,7 +435,11 @@ def _video_view(cache: MediaCache, diff: VersionDiff, row: RowChange, column: st
         )
         for index in spread(frames)
     ]
-    note = "" if a_info.frame_count == b_info.frame_count else f"A has {a_info.frame_count:,} frames and B {b_info.frame_count:,}: frames of both are compared"
+    note = (
+        ""
+        if a_info.frame_count == b_info.frame_count
+        else f"A has {a_info.frame_count:,} frames and B {b_info.frame_count:,}: frames of both are compared"
+    )
     return VideoDiffView(a=sides[0], b=sides[1], frames=pairs, note=note)
 
 
@@ -443,7 +459,11 @@ def field_panes(catalog: Catalog, cache: MediaCache, diff: VersionDiff, row: Row
             if not tokenizers:
                 tokenizers.extend(version_tokenizer(catalog, v)[0] for v in (diff.a, diff.b))
             return token_diff_view(
-                field, a_tokenizer=tokenizers[0], b_tokenizer=tokenizers[1], a_tokenizer_name=diff.a.tokenizer, b_tokenizer_name=diff.b.tokenizer
+                field,
+                a_tokenizer=tokenizers[0],
+                b_tokenizer=tokenizers[1],
+                a_tokenizer_name=diff.a.tokenizer,
+                b_tokenizer_name=diff.b.tokenizer,
             )
         if field.paths and field.change == "changed":
             return struct_diff_view(field)

@@ -114,8 +114,16 @@ def episodes_page(
     )
     rets = index.column("ret").to_numpy(zero_copy_only=False)
     clean = index.column("excluded").to_numpy() == 0
-    sorts = [Link(label, urls.episodes(name, version, **keep, sort=value), "current" if value == sort else None)
-             for label, value in (("dataset order", "index"), ("return ↓", "-return"), ("return ↑", "return"), ("length ↓", "-length"), ("length ↑", "length"))]
+    sorts = [
+        Link(label, urls.episodes(name, version, **keep, sort=value), "current" if value == sort else None)
+        for label, value in (
+            ("dataset order", "index"),
+            ("return ↓", "-return"),
+            ("return ↑", "return"),
+            ("length ↓", "-length"),
+            ("length ↑", "length"),
+        )
+    ]
     sorts[0] = Link(sorts[0].label, urls.episodes(name, version, **keep), sorts[0].rel)
     return EpisodesPage(
         dataset=name,
@@ -134,8 +142,12 @@ def episodes_page(
         sorts=sorts,
         headers={c: urls.episodes(name, version, **keep, sort=c if sort == f"-{c}" else f"-{c}") for c in ("return", "length")},
         title=f"episodes · {version.ref}",
-        crumbs=[Link("datasets", urls.home()), Link(name, urls.dataset(name)), Link(version.short_id, urls.version(name, version)),
-                Link("episodes", urls.episodes(name, version, **keep))],
+        crumbs=[
+            Link("datasets", urls.home()),
+            Link(name, urls.dataset(name)),
+            Link(version.short_id, urls.version(name, version)),
+            Link("episodes", urls.episodes(name, version, **keep)),
+        ],
         version_url=urls.version(name, version),
     )
 
@@ -226,8 +238,17 @@ def episode_page(catalog: Catalog, version: DatasetVersion, key: str, *, column:
     charts = [
         ("reward", line_chart(list(enumerate(facts.rewards)), y_label="reward", title="reward per step", **chart)),  # type: ignore[arg-type]
         ("return", line_chart(list(enumerate(facts.returns)), y_label="return", title="cumulative return", **chart)),  # type: ignore[arg-type]
-        ("action", line_chart([(i, action_value(a)) for i, a in enumerate(facts.actions)], y_label="action", title="action",
-                              step=True, y_ticks=action_ticks(names), **chart)),  # type: ignore[arg-type]
+        (
+            "action",
+            line_chart(
+                [(i, action_value(a)) for i, a in enumerate(facts.actions)],
+                y_label="action",
+                title="action",
+                step=True,
+                y_ticks=action_ticks(names),
+                **chart,
+            ),
+        ),  # type: ignore[arg-type]
     ]
     frame_base = urls.episode_frame(name, version, key, column=column, t=0)
     return EpisodePage(
@@ -254,7 +275,11 @@ def episode_page(catalog: Catalog, version: DatasetVersion, key: str, *, column:
         current=steps[t] if steps else None,
         return_text=number_text(facts.total_return),
         title=f"{key} · t={t} · {version.ref}",
-        crumbs=[Link("datasets", urls.home()), Link(name, urls.dataset(name)), Link(version.short_id, urls.version(name, version)),
-                Link("episodes", urls.episodes(name, version, **keep)), Link(key, page_url(t))],
+        crumbs=[
+            Link("datasets", urls.home()),
+            Link(name, urls.dataset(name)),
+            Link(version.short_id, urls.version(name, version)),
+            Link("episodes", urls.episodes(name, version, **keep)),
+            Link(key, page_url(t)),
+        ],
     )
-

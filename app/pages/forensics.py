@@ -152,8 +152,15 @@ def check_sort(sort: str | None, default: str) -> str:
     return sort if sort in SORTS else default
 
 
-def sort_samples(items: list[T], sort: str, *, loss: Callable[[T], float | None], length: Callable[[T], int],
-                 source: Callable[[T], str], position: Callable[[T], tuple[int, ...]]) -> list[T]:
+def sort_samples(
+    items: list[T],
+    sort: str,
+    *,
+    loss: Callable[[T], float | None],
+    length: Callable[[T], int],
+    source: Callable[[T], str],
+    position: Callable[[T], tuple[int, ...]],
+) -> list[T]:
     """``items`` in the order ``sort`` names; ties (and samples without a loss) keep the position order.
 
     >>> items = [(0, 1.0), (1, None), (2, 3.0)]

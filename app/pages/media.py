@@ -18,7 +18,6 @@ import numpy as np
 from PIL import Image
 
 from loaders import Catalog, DatasetVersion
-from loaders.media_files import read_media
 from loaders.errors import DecodeError, NotFound, SampleNotFound
 from loaders.kinds import PICTURE_KINDS
 from loaders.media import (
@@ -36,6 +35,7 @@ from loaders.media import (
     thumbnail,
     video_source,
 )
+from loaders.media_files import read_media
 
 from .. import urls
 from ..decode_budget import DecodeBudget, frame_decode_bytes, image_decode_bytes, jpeg_reduction
@@ -194,9 +194,7 @@ def video_info(cache: MediaCache, media: MediaField) -> VideoInfo:
 
 def check_frame(info: VideoInfo, media: MediaField, index: int) -> int:
     if not 0 <= index < info.frame_count:
-        raise FrameOutOfRange(
-            f"frame {index} is out of range: {media.where} has {info.frame_count} frames (0 to {info.frame_count - 1})"
-        )
+        raise FrameOutOfRange(f"frame {index} is out of range: {media.where} has {info.frame_count} frames (0 to {info.frame_count - 1})")
     return index
 
 

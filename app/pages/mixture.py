@@ -94,15 +94,27 @@ def run_mixture(runs: RunCache, run: Run, *, window: int | None) -> MixtureView:
     ]
     windows = [
         MixWindowView(
-            w.start, w.end, urls.step(run.name, w.start),
-            list(w.samples) if w.samples is not None else None, list(w.tokens) if w.tokens is not None else None,
-            _shares(w.samples), _shares(w.tokens), w.measured_steps,
+            w.start,
+            w.end,
+            urls.step(run.name, w.start),
+            list(w.samples) if w.samples is not None else None,
+            list(w.tokens) if w.tokens is not None else None,
+            _shares(w.samples),
+            _shares(w.tokens),
+            w.measured_steps,
         )
         for w in mix.windows
     ]
     view = MixtureView(
-        unit=mix.unit, window=mix.window, samples_exact=mix.samples_exact, tokens_exact=mix.tokens_exact,
-        padding_tokens=mix.padding, note=mix.note, measured_steps=list(mix.measured_steps), sources=sources, windows=windows,
+        unit=mix.unit,
+        window=mix.window,
+        samples_exact=mix.samples_exact,
+        tokens_exact=mix.tokens_exact,
+        padding_tokens=mix.padding,
+        note=mix.note,
+        measured_steps=list(mix.measured_steps),
+        sources=sources,
+        windows=windows,
     )
     view.samples_svg = share_chart(run.name, view, "samples_shares", f"share of {mix.unit} (%)")
     view.tokens_svg = share_chart(run.name, view, "tokens_shares", "share of tokens (%)") if mix.tokens is not None else ""
@@ -120,11 +132,16 @@ def share_chart(run: str, view: MixtureView, field_name: str, y_label: str) -> s
     def series(i: int) -> list[tuple[int, float]]:
         return [(w.start, 100 * getattr(w, field_name)[i]) for w in shown]
 
-    layers = [
-        Layer(series(i), "chart-source", s.color, f"{s.source}: realized") for i, s in enumerate(view.sources) if i > 0
-    ]
+    layers = [Layer(series(i), "chart-source", s.color, f"{s.source}: realized") for i, s in enumerate(view.sources) if i > 0]
     layers += [
-        Layer([(w.start, 100 * s.planned) for w in shown], "chart-planned", s.color, f"{s.source}: planned {100 * s.planned:.1f}%", dashed=True, width=1.0)
+        Layer(
+            [(w.start, 100 * s.planned) for w in shown],
+            "chart-planned",
+            s.color,
+            f"{s.source}: planned {100 * s.planned:.1f}%",
+            dashed=True,
+            width=1.0,
+        )
         for s in view.sources
     ]
 

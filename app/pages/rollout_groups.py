@@ -243,7 +243,9 @@ def make_card(entry: Entry, *, extra: list[str], match: bool) -> RolloutCard:
         turns=turns_view(facts, plain),
         reward_text=number_text(facts.reward),
         advantage_text=number_text(facts.advantage),
-        classes=" ".join(c for c in (card_classes(facts), "inconsistent" if extra and not facts.warnings else "", "" if match else "dim") if c),
+        classes=" ".join(
+            c for c in (card_classes(facts), "inconsistent" if extra and not facts.warnings else "", "" if match else "dim") if c
+        ),
     )
 
 
@@ -323,8 +325,14 @@ def controls(query: RolloutQuery, index: RolloutIndex, *, action: Callable[..., 
                 continue
             arrow = "" if key == "index" else (" ↓" if descending else " ↑")
             sorts.append(Option("" if value == "index" else value, SORT_LABELS[key] + arrow, value == query.sort))
-    zero = [Option("", "any", query.zero_variance is None), Option("1", "zero-variance only", query.zero_variance is True), Option("0", "with variance only", query.zero_variance is False)]
-    finishes = [Option("", "any", query.finish is None)] + [Option(name, f"{name} ({n:,})", name == query.finish) for name, n in index.finish_counts()]
+    zero = [
+        Option("", "any", query.zero_variance is None),
+        Option("1", "zero-variance only", query.zero_variance is True),
+        Option("0", "with variance only", query.zero_variance is False),
+    ]
+    finishes = [Option("", "any", query.finish is None)] + [
+        Option(name, f"{name} ({n:,})", name == query.finish) for name, n in index.finish_counts()
+    ]
     if query.finish is not None and all(o.value != query.finish for o in finishes):
         finishes.append(Option(query.finish, f"{query.finish} (0)", True))
     return Controls(

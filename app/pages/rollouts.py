@@ -57,7 +57,18 @@ def dataset_loader(version: DatasetVersion, column: str, index: RolloutIndex) ->
         entries = []
         for p, r, (shard, row), record in zip(positions, rows, locations, rollout_records(version, locations, columns)):
             facts = _facts(record, column, index.lengths(p) if columns is not None else None)
-            entries.append(Entry(facts, version.name, version.id, version.key_at(shard, row, record), r, version.where(shard, row), column, explicit_column=explicit))
+            entries.append(
+                Entry(
+                    facts,
+                    version.name,
+                    version.id,
+                    version.key_at(shard, row, record),
+                    r,
+                    version.where(shard, row),
+                    column,
+                    explicit_column=explicit,
+                )
+            )
         return entries
 
     return load
@@ -218,12 +229,19 @@ REFERENCE_BUILD_ROWS = 200_000
 
 
 def _block(
-    entries: list[Entry], query: RolloutQuery, action: Any, page_size: int, versions: dict[tuple[str, str], tuple[DatasetVersion, str]], root: str
+    entries: list[Entry],
+    query: RolloutQuery,
+    action: Any,
+    page_size: int,
+    versions: dict[tuple[str, str], tuple[DatasetVersion, str]],
+    root: str,
 ) -> GroupsBlock:
     index = RolloutIndex.from_facts([e.facts for e in entries])
     sources = [versions[(e.dataset, e.version)] for e in entries]
     unknown = use_dataset_groups(index, sources, root, build_rows=REFERENCE_BUILD_ROWS)
-    block = groups_block(index, query, lambda positions: [entries[int(index.row[p])] for p in positions], action=action, page_size=page_size)
+    block = groups_block(
+        index, query, lambda positions: [entries[int(index.row[p])] for p in positions], action=action, page_size=page_size
+    )
     partial = int(((index.reference_size >= 0) & (index.reference_size > index.sizes)).sum()) if index.reference_size is not None else 0
     if partial:
         block.summary.notes.append(
@@ -316,7 +334,17 @@ def run_rollouts_page(
         title=f"rollouts · {name} · {where}",
         crumbs=crumbs,
         links=[Link(f"step {step}", urls.step(name, step))]
-        + ([Link(f"rank {rank}", urls.rank(name, step, rank)), Link("every rank of this step", urls.step_rollouts(name, step, **query.params(start=0)))] if rank is not None else [])
-        + [Link(f"rank {r}", urls.rank_rollouts(name, step, r, **query.params(start=0)), "current" if r == rank else None) for r in range(world_size)],
+        + (
+            [
+                Link(f"rank {rank}", urls.rank(name, step, rank)),
+                Link("every rank of this step", urls.step_rollouts(name, step, **query.params(start=0))),
+            ]
+            if rank is not None
+            else []
+        )
+        + [
+            Link(f"rank {r}", urls.rank_rollouts(name, step, r, **query.params(start=0)), "current" if r == rank else None)
+            for r in range(world_size)
+        ],
         heading=f"Rollouts of {name} · {where}",
     )

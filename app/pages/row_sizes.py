@@ -53,8 +53,6 @@ def check_row_groups(version: DatasetVersion, groups: Iterable[tuple[int, int]],
         return
     cached = row_group_cache()
     needed = sum(
-        row_group_bytes(version, shard, group)
-        for shard, group in set(groups)
-        if (version.shards[shard].checksum, group) not in cached
+        row_group_bytes(version, shard, group) for shard, group in set(groups) if (version.shards[shard].checksum, group) not in cached
     )
     budget.check(needed, f"{what} of {version.ref}")

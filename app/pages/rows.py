@@ -56,9 +56,7 @@ def read_indices(version: DatasetVersion, indices: list[int], *, budget: DecodeB
     return [decoded[item] for item in order]
 
 
-def page_at(
-    version: DatasetVersion, *, start: int | None, end: int | None, size: int, budget: DecodeBudget | None = None
-) -> RowSlice:
+def page_at(version: DatasetVersion, *, start: int | None, end: int | None, size: int, budget: DecodeBudget | None = None) -> RowSlice:
     """The page starting at ``start`` (or ending before ``end``): O(page) work wherever it is."""
     total = version.rows
     if end is not None:

@@ -120,9 +120,15 @@ def metric_charts(run: Run, view: ChartView, other: Run | None = None) -> list[M
         shown = window(series, view.start, view.end)
         smoothed = window(ema(series, view.smooth), view.start, view.end) if view.smooth else []
         theirs = other.ledger.series(name, world_size_at=other.world_size_at) if other is not None else []
-        layers = [Layer(thin(window(theirs, view.start, view.end), MAX_POINTS), "chart-overlay", "#9ca3af", f"run {other.name}", dashed=True)] if other is not None else []
+        layers = (
+            [Layer(thin(window(theirs, view.start, view.end), MAX_POINTS), "chart-overlay", "#9ca3af", f"run {other.name}", dashed=True)]
+            if other is not None
+            else []
+        )
         if smoothed:
-            layers.append(Layer(thin(smoothed, MAX_POINTS), "chart-smooth", "#1e3a8a", f"{name}, smoothed (EMA {view.smooth:g})", width=2.0))
+            layers.append(
+                Layer(thin(smoothed, MAX_POINTS), "chart-smooth", "#1e3a8a", f"{name}, smoothed (EMA {view.smooth:g})", width=2.0)
+            )
         by_step = dict(smoothed)
 
         def describe(x: Any, y: Any, name: str = name, by_step: dict[int, float] = by_step) -> str:
@@ -146,9 +152,16 @@ def metric_charts(run: Run, view: ChartView, other: Run | None = None) -> list[M
         ranked = sorted(found, key=lambda o: -abs(o.score))
         charts.append(
             MetricChart(
-                name, len(series), series[0][1], series[-1][1], series[0][0], series[-1][0],
-                outliers=ranked[:MAX_OUTLIERS], outlier_count=len(found),
-                overlay_points=len(theirs) if other is not None else None, svg=svg,
+                name,
+                len(series),
+                series[0][1],
+                series[-1][1],
+                series[0][0],
+                series[-1][0],
+                outliers=ranked[:MAX_OUTLIERS],
+                outlier_count=len(found),
+                overlay_points=len(theirs) if other is not None else None,
+                svg=svg,
             )
         )
     return charts
@@ -164,8 +177,9 @@ def _packing(run: Run) -> dict[str, Any] | None:
     return {"strategy": strategy, "seq_len": pack.seq_len, "position_ids": pack.position_ids, **waste.to_json()}
 
 
-def chart_view(run: Run, other: Run | None, *, start: int | None, end: int | None, smooth: float | None,
-               overlay: str | None, overlay_error: str | None) -> ChartView:
+def chart_view(
+    run: Run, other: Run | None, *, start: int | None, end: int | None, smooth: float | None, overlay: str | None, overlay_error: str | None
+) -> ChartView:
     """The chart settings of a run page URL, with links that zoom and pan (for browsers without JavaScript)."""
     last = max(0, run.total_steps - 1)
     lo = min(max(0, start), last) if start is not None else None

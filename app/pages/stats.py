@@ -66,7 +66,11 @@ def column_stats(version: DatasetVersion) -> tuple[dict[str, ColumnStats], bool]
         if key in _CACHE:
             return _CACHE[key]
     top_level = {f.name for f in version.schema if not _nested(f.type)}
-    binary = {f.name for f in version.schema if pa.types.is_binary(f.type) or pa.types.is_large_binary(f.type) or pa.types.is_fixed_size_binary(f.type)}
+    binary = {
+        f.name
+        for f in version.schema
+        if pa.types.is_binary(f.type) or pa.types.is_large_binary(f.type) or pa.types.is_fixed_size_binary(f.type)
+    }
     raw: dict[str, dict[str, Any]] = {}
     shards = version.shards[:MAX_SHARDS]
     for number in range(len(shards)):

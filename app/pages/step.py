@@ -12,7 +12,6 @@ from .. import urls
 from ..jsonable import html_only
 from ..run_cache import RunCache
 from .common import Link
-from .mixture import StepMixView, step_mixture
 from .forensics import (
     Logged,
     TokenStats,
@@ -25,6 +24,7 @@ from .forensics import (
     step_padding_warning,
     token_stats,
 )
+from .mixture import StepMixView, step_mixture
 from .steps import verdict
 
 
@@ -131,7 +131,11 @@ def step_page(catalog: Catalog, runs: RunCache, name: str, step: int, *, sort: s
             for position, sample in enumerate(batch.samples)
         ]
     ranked = sort_samples(
-        samples, order, loss=lambda s: s.loss, length=lambda s: s.tokens - s.padding, source=lambda s: s.source,
+        samples,
+        order,
+        loss=lambda s: s.loss,
+        length=lambda s: s.tokens - s.padding,
+        source=lambda s: s.source,
         position=lambda s: (s.rank, s.position),
     )
     return StepPage(

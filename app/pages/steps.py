@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from loaders import Batch, Catalog, Document, Run, Sample
+from loaders import Batch, Catalog, Document, Run
 from loaders.errors import SampleNotFound, StorageError
 
 from .. import urls
@@ -232,7 +232,9 @@ def _sample_entry(
     stats = token_stats(sample.inputs)
     documents = [_document_entry(run, d) for d in sample_documents(sample)]
     step_url = urls.rank(run.name, batch.step, batch.rank) + urls.sample_anchor(position)
-    place = InputPlace(run.name, batch.step, batch.rank, position, f"run {run.name} step {batch.step} rank {batch.rank} sample {sample.index}")
+    place = InputPlace(
+        run.name, batch.step, batch.rank, position, f"run {run.name} step {batch.step} rank {batch.rank} sample {sample.index}"
+    )
     blocks = input_blocks(run, sample, place, token_threshold=token_threshold, token_values=token_values)
     field_blocks = []
     if not sample.packed and not padding_only:
@@ -240,8 +242,16 @@ def _sample_entry(
 
         tokenizer, _ = version_tokenizer(catalog, version)
         field_blocks = render_fields(
-            doc.record, version, key=documents[0].key, shard=doc.address.shard, row=doc.address.row, tokenizer=tokenizer,
-            only=None, highlight=None, collapse_chars=collapse_chars, token_threshold=token_threshold,
+            doc.record,
+            version,
+            key=documents[0].key,
+            shard=doc.address.shard,
+            row=doc.address.row,
+            tokenizer=tokenizer,
+            only=None,
+            highlight=None,
+            collapse_chars=collapse_chars,
+            token_threshold=token_threshold,
         )
     first = documents[0] if documents else _document_entry(run, doc)
     return SampleEntry(
@@ -276,8 +286,15 @@ def _sample_entry(
         flag_form=None
         if padding_only
         else flag_form(
-            flags, version, documents[0].key, existing=existing_flags, run=run.name, step=batch.step, rank=batch.rank,
-            index=sample.index, position=position,
+            flags,
+            version,
+            documents[0].key,
+            existing=existing_flags,
+            run=run.name,
+            step=batch.step,
+            rank=batch.rank,
+            index=sample.index,
+            position=position,
         ),
     )
 
@@ -334,14 +351,26 @@ def rank_page(
     order = check_sort(sort, "position")
     samples = [
         _sample_entry(
-            catalog, flags, run, batch, i, loss=logged.losses[i], token_values=logged.token_values[i],
-            token_threshold=token_threshold, collapse_chars=collapse_chars, existing_flags=existing[i],
+            catalog,
+            flags,
+            run,
+            batch,
+            i,
+            loss=logged.losses[i],
+            token_values=logged.token_values[i],
+            token_threshold=token_threshold,
+            collapse_chars=collapse_chars,
+            existing_flags=existing[i],
         )
         for i in range(len(batch))
     ]
     samples = sort_samples(
-        samples, order, loss=lambda s: s.loss, length=lambda s: s.tokens - s.padding,
-        source=lambda s: "padding" if s.all_padding else s.source, position=lambda s: (s.position,),
+        samples,
+        order,
+        loss=lambda s: s.loss,
+        length=lambda s: s.tokens - s.padding,
+        source=lambda s: "padding" if s.all_padding else s.source,
+        position=lambda s: (s.position,),
     )
     return RankPage(
         run=run.name,

@@ -90,8 +90,17 @@ def run_reads(run: Run, sources: Iterable[int], record: int, *, first_epoch: int
         out.notes += where.notes
         ref = run.sources[source].ref
         out.reads += [
-            ReadRow(r.run, ref, r.epoch, r.step, r.rank, r.world_size, r.sample, r.index,
-                    urls.rank(r.run, r.step, r.rank) + urls.sample_anchor(r.sample))
+            ReadRow(
+                r.run,
+                ref,
+                r.epoch,
+                r.step,
+                r.rank,
+                r.world_size,
+                r.sample,
+                r.index,
+                urls.rank(r.run, r.step, r.rank) + urls.sample_anchor(r.sample),
+            )
             for r in where.reads
         ]
     out.reads.sort(key=lambda r: (r.epoch, r.step, r.rank, r.sample))

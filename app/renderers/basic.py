@@ -144,9 +144,7 @@ def scalar_field(value: Any, ctx: FieldContext) -> View:
 
 def binary_field(value: Any, ctx: FieldContext) -> View:
     data = bytes(value)
-    return BinaryView(
-        size=len(data), sha256=hashlib.sha256(data).hexdigest(), head_hex=data[:32].hex(" "), download_url=ctx.media_url
-    )
+    return BinaryView(size=len(data), sha256=hashlib.sha256(data).hexdigest(), head_hex=data[:32].hex(" "), download_url=ctx.media_url)
 
 
 def _summary(value: Any) -> str:

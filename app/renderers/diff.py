@@ -209,7 +209,9 @@ def _token_block(op: SeqOp, a_all: list[Token], b_all: list[Token]) -> TokenBloc
         if length > TOKEN_KEEP:
             keep_a = a_tokens[:TOKEN_CONTEXT] + a_tokens[-TOKEN_CONTEXT:]
             keep_b = b_tokens[:TOKEN_CONTEXT] + b_tokens[-TOKEN_CONTEXT:]
-            return TokenBlock(op.op, op.a_start, op.a_end, op.b_start, op.b_end, keep_a, keep_b, split=TOKEN_CONTEXT, cut=length - 2 * TOKEN_CONTEXT)
+            return TokenBlock(
+                op.op, op.a_start, op.a_end, op.b_start, op.b_end, keep_a, keep_b, split=TOKEN_CONTEXT, cut=length - 2 * TOKEN_CONTEXT
+            )
         return TokenBlock(op.op, op.a_start, op.a_end, op.b_start, op.b_end, a_tokens, b_tokens)
     same_text = bool(a_tokens) and bool(b_tokens) and "".join(t.piece for t in a_tokens) == "".join(t.piece for t in b_tokens)
     mark_a, mark_b = ("tok-retok", "tok-retok") if same_text else ("tok-del", "tok-ins")

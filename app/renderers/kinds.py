@@ -54,7 +54,9 @@ PRESENTATIONS: dict[str, Presentation] = unique(
         Presentation("image", image.image_field, image.image_cell, (image.ImageView,), (image.ImageCellView,), ImageDiffView),
         Presentation("video", video.video_field, video.video_cell, (video.VideoView,), (video.VideoCellView,), VideoDiffView),
         Presentation("audio", audio.audio_field, audio.audio_cell, (audio.AudioView,), (CellView,), ValueDiffView),
-        Presentation("class_label", labels.class_label_field, labels.class_label_cell, (labels.ClassLabelView,), (CellView,), ValueDiffView),
+        Presentation(
+            "class_label", labels.class_label_field, labels.class_label_cell, (labels.ClassLabelView,), (CellView,), ValueDiffView
+        ),
         Presentation("episode", episode.episode_field, episode.episode_cell, (episode.EpisodeView,), (CellView,), StructDiffView),
         Presentation("rollout", rollout.rollout_field, rollout.rollout_cell, (rollout.RolloutView,), (CellView,), StructDiffView),
         Presentation("json", basic.json_field, basic.fallback_cell, (basic.JsonView,), (CellView,), StructDiffView),

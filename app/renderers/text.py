@@ -50,7 +50,9 @@ def _special_segments(run: str, mark: bool) -> list[Segment]:
     def flush() -> None:
         if ws:
             text = "".join(ws)
-            out.append(Segment(text, "ws", "".join(stand_in(c) if is_invisible(c) else WHITESPACE.get(c, OTHER_SPACE) for c in text), mark=mark))
+            out.append(
+                Segment(text, "ws", "".join(stand_in(c) if is_invisible(c) else WHITESPACE.get(c, OTHER_SPACE) for c in text), mark=mark)
+            )
             ws.clear()
 
     for char in run:

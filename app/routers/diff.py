@@ -85,7 +85,9 @@ def heatmap(
     cache: MediaDep,
     key: Annotated[str, Query(max_length=10_000, description="The row's key in version A.")],
     field: Annotated[str, Query(max_length=1000, description="The image column.")],
-    b_key: Annotated[str | None, Query(max_length=10_000, description="The row's key in version B, when it differs (keyless data).")] = None,
+    b_key: Annotated[
+        str | None, Query(max_length=10_000, description="The row's key in version B, when it differs (keyless data).")
+    ] = None,
 ) -> Response:
     check_name("dataset", name)
     a, b, is_canonical = resolve_pair(catalog, name, spec)
@@ -112,4 +114,3 @@ def heatmap(
         return png
 
     return immutable(request, tag, lambda: cache.get_or_make(("diff-heatmap", a.id, b.id, key, other, field), make))
-

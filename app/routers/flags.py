@@ -124,7 +124,9 @@ def flags_keys(
 
 
 @page(router, "/flags/{flag_id}", summary="One flag")
-def flag(request: Request, flag_id: Annotated[int, Path(ge=0, le=MAX_INT)], store: FlagsDep, catalog: CatalogDep, runs: RunsDep) -> Response:
+def flag(
+    request: Request, flag_id: Annotated[int, Path(ge=0, le=MAX_INT)], store: FlagsDep, catalog: CatalogDep, runs: RunsDep
+) -> Response:
     data = flag_page(store, flag_id, catalog=catalog, open_run=lambda run: runs.run(catalog, run))
     return respond(request, data, template="flag.html")
 

@@ -73,7 +73,9 @@ def input_png(
         sample = batch.samples[position]
         where = f"run {run.name} step {step} rank {rank} sample {sample.index} input {name!r}"
         if name not in sample.inputs:
-            raise SampleNotFound(f"sample {sample.index} of run {run.name} has no model input {name!r} (inputs: {', '.join(sample.inputs)})")
+            raise SampleNotFound(
+                f"sample {sample.index} of run {run.name} has no model input {name!r} (inputs: {', '.join(sample.inputs)})"
+            )
         value = sample.inputs[name]
         if j is None:
             if isinstance(value, np.ndarray) and value.ndim == 4:

@@ -27,10 +27,10 @@ from ..media_cache import MediaCache, media_cache_dependency
 from ..pages.media import (
     MediaField,
     boxed_image,
+    check_side,
     frame_image,
     load_field,
     media_page,
-    check_side,
     parse_box,
     thumbnail_image,
 )
@@ -86,7 +86,9 @@ def field_bytes(
     field: FieldParam,
     thumb: Annotated[
         int | None,
-        Query(description="Longest side of a thumbnail (16-4096, made at the next of 64, 128, 160, 256, 512, 1024, 2048); of a video, its first frame."),
+        Query(
+            description="Longest side of a thumbnail (16-4096, made at the next of 64, 128, 160, 256, 512, 1024, 2048); of a video, its first frame."
+        ),
     ] = None,
     frame: Annotated[int | None, Query(ge=0, description="Frame index of a video: that frame as JPEG.")] = None,
     box: Annotated[str | None, Query(max_length=100, description="left,top,right,bottom: the image with this box outlined.")] = None,

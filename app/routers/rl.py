@@ -16,10 +16,10 @@ from ..deps import CatalogDep, RunsDep, SettingsDep
 from ..errors import ERROR_RESPONSES
 from ..http_semantics import KeyDep, VersionDep, content_tag, immutable
 from ..pages.episodes import episode_page, episodes_page
-from ..settings import Settings
 from ..pages.rollouts import GROUPS_PER_PAGE, groups_page, rollout_page, run_rollouts_page
 from ..responses import respond
 from ..routing import page
+from ..settings import Settings
 
 router = APIRouter(tags=["rl"], responses=ERROR_RESPONSES)
 
@@ -28,9 +28,16 @@ Column = Annotated[str | None, Query(max_length=1000, description="The rollout/e
 
 def rollout_query(
     view: Annotated[str, Query(max_length=20, description="groups (default) or rollouts (one row per rollout).")] = "groups",
-    sort: Annotated[str, Query(max_length=20, description="index, reward, advantage, length, finish, std, size, truncation; '-' for descending.")] = "index",
-    zero_variance: Annotated[str | None, Query(pattern="^[01]?$", description="1: only groups whose rewards are all equal; 0: only the others.")] = None,
-    finish: Annotated[str | None, Query(max_length=200, description="Only groups with a rollout of this finish reason (rollouts view: only such rollouts).")] = None,
+    sort: Annotated[
+        str, Query(max_length=20, description="index, reward, advantage, length, finish, std, size, truncation; '-' for descending.")
+    ] = "index",
+    zero_variance: Annotated[
+        str | None, Query(pattern="^[01]?$", description="1: only groups whose rewards are all equal; 0: only the others.")
+    ] = None,
+    finish: Annotated[
+        str | None,
+        Query(max_length=200, description="Only groups with a rollout of this finish reason (rollouts view: only such rollouts)."),
+    ] = None,
     group: Annotated[str | None, Query(max_length=10_000, description="Only this group id.")] = None,
     problems: Annotated[bool, Query(description="Only groups (rollouts) with an inconsistency.")] = False,
     start: Annotated[int, Query(ge=0, description="Cursor: position in the sorted, filtered list.")] = 0,
@@ -50,7 +57,9 @@ def rollout_query(
 
 
 QueryDep = Annotated[RolloutQuery, Depends(rollout_query)]
-StepFilter = Annotated[str | None, Query(alias="step", pattern=r"^-?\d{0,18}$", description="Only rollouts whose 'step' column has this value.")]
+StepFilter = Annotated[
+    str | None, Query(alias="step", pattern=r"^-?\d{0,18}$", description="Only rollouts whose 'step' column has this value.")
+]
 
 
 def _page_size(settings: Settings, query: RolloutQuery) -> int:
@@ -80,7 +89,9 @@ def rollout(request: Request, version: VersionDep, key: KeyDep, catalog: Catalog
 
 
 @page(router, "/runs/{run}/steps/{step}/rollouts", summary="Rollout groups of a step's global batch")
-def step_rollouts(request: Request, run: str, step: int, catalog: CatalogDep, runs: RunsDep, settings: SettingsDep, query: QueryDep) -> Response:
+def step_rollouts(
+    request: Request, run: str, step: int, catalog: CatalogDep, runs: RunsDep, settings: SettingsDep, query: QueryDep
+) -> Response:
     check_name("run", run)
     data = run_rollouts_page(catalog, runs, run, step, None, query, page_size=_page_size(settings, query))
     return respond(request, data, template="rollouts.html", block="groups")
@@ -102,7 +113,9 @@ def episodes(
     catalog: CatalogDep,
     settings: SettingsDep,
     column: Column = None,
-    sort: Annotated[str, Query(max_length=20, description="index, return or length; '-' for descending (non-finite returns last).")] = "index",
+    sort: Annotated[
+        str, Query(max_length=20, description="index, return or length; '-' for descending (non-finite returns last).")
+    ] = "index",
     start: Annotated[int, Query(ge=0, description="Cursor: position in the sorted list.")] = 0,
 ) -> Response:
     data = episodes_page(catalog, version, column=column or None, sort=sort, start=start, page_size=settings.page_size)
@@ -131,4 +144,3 @@ def frame(
 ) -> Response:
     data = episode_frame(version, key, column=column or None, t=t)
     return immutable(request, content_tag(data), lambda: data, sniff=media_type, filename=f"frame-{t}.bin")
-

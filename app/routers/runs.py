@@ -39,7 +39,9 @@ def run(
     end: Annotated[int | None, Query(alias="to", ge=0, description="Charts end at this step (zoom).")] = None,
     smooth: Annotated[float | None, Query(ge=0, lt=1, description="EMA smoothing weight of the curves (0 is off; default 0.6).")] = None,
     overlay: Annotated[str | None, Query(max_length=128, description="Draw this other run's curves on the same charts.")] = None,
-    window: Annotated[int | None, Query(ge=1, description="Steps per window of the realized mixture (default: the run in 50 windows).")] = None,
+    window: Annotated[
+        int | None, Query(ge=1, description="Steps per window of the realized mixture (default: the run in 50 windows).")
+    ] = None,
 ) -> Response:
     check_name("run", run)
     if step is not None:
@@ -83,9 +85,16 @@ def rank(
 
     def build() -> Response:
         data = rank_page(
-            catalog, runs, flags, run, step, rank,
-            token_threshold=settings.token_fragment_threshold, collapse_chars=settings.text_collapse_chars,
-            against=against or None, sort=sort,
+            catalog,
+            runs,
+            flags,
+            run,
+            step,
+            rank,
+            token_threshold=settings.token_fragment_threshold,
+            collapse_chars=settings.text_collapse_chars,
+            against=against or None,
+            sort=sort,
         )
         return respond(request, data, template="rank.html", block="samples")
 

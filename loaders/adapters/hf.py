@@ -104,7 +104,9 @@ class BatchscopeTrainer(Trainer):
     ``labels`` from the loss mask); ``loader_options`` go to :func:`loaders.torch.make_loader`.
     """
 
-    def __init__(self, *args: Any, run: Run, to_inputs: ToInputs = causal_lm_inputs, loader_options: dict[str, Any] | None = None, **kwargs: Any) -> None:
+    def __init__(
+        self, *args: Any, run: Run, to_inputs: ToInputs = causal_lm_inputs, loader_options: dict[str, Any] | None = None, **kwargs: Any
+    ) -> None:
         super().__init__(*args, **kwargs)
         self.args.ignore_data_skip = True  # batchscope resumes the data itself; a fast-forward would skip it twice
         loader = make_loader(run, rank=self.args.process_index, world_size=self.args.world_size, **(loader_options or {}))

@@ -112,10 +112,7 @@ def seq_ops(before: Sequence[Any], after: Sequence[Any]) -> tuple[SeqOp, ...]:
 
 def _seq_ops(a: list[Any], b: list[Any]) -> tuple[tuple[SeqOp, ...], bool]:
     blocks, truncated = _aligned(a, b)
-    ops = tuple(
-        op if op.op == "equal" else _with_ids(op, a, b)
-        for op in blocks
-    )
+    ops = tuple(op if op.op == "equal" else _with_ids(op, a, b) for op in blocks)
     return ops, truncated
 
 

@@ -138,11 +138,7 @@ def _hash(array: pa.Array, seed: int) -> np.ndarray:
 
 
 def _is_fixed_width(type_: pa.DataType) -> bool:
-    return (
-        pa.types.is_integer(type_)
-        or pa.types.is_floating(type_)
-        or pa.types.is_temporal(type_)
-    ) and type_.bit_width in (8, 16, 32, 64)
+    return (pa.types.is_integer(type_) or pa.types.is_floating(type_) or pa.types.is_temporal(type_)) and type_.bit_width in (8, 16, 32, 64)
 
 
 def _fixed_values(array: pa.Array) -> np.ndarray:

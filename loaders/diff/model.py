@@ -185,8 +185,7 @@ class SchemaDiff:
     def changed(self) -> bool:
         """True when columns, types, kinds, the declared key or the tokenizer differ."""
         return bool(
-            self.added or self.removed or self.retyped or self.kinds
-            or self.a_key != self.b_key or self.a_tokenizer != self.b_tokenizer
+            self.added or self.removed or self.retyped or self.kinds or self.a_key != self.b_key or self.a_tokenizer != self.b_tokenizer
         )
 
     def to_json(self) -> dict[str, Any]:

@@ -50,9 +50,7 @@ def default_workers() -> int:
     return max(1, min(8, cores))
 
 
-def scan(
-    a: DatasetVersion, b: DatasetVersion, plan: MatchPlan, partitions: "Partitions", *, workers: int, pair_rows: int
-) -> ScanResult:
+def scan(a: DatasetVersion, b: DatasetVersion, plan: MatchPlan, partitions: "Partitions", *, workers: int, pair_rows: int) -> ScanResult:
     """Read every changed shard once; match shard pairs of at most ``pair_rows`` rows each locally."""
     pairs = [
         (sa, sb)

@@ -75,9 +75,7 @@ def diff_schema(a: DatasetVersion, b: DatasetVersion) -> tuple[SchemaDiff, list[
     compared = tuple(n for n in common if n not in retyped_names and n != key)
     for column in retyped:
         note = " (rows are still matched by it, compared as text)" if column.column == key else ""
-        warnings.append(
-            f"column {column.column} changed type from {column.a_type} to {column.b_type}; its values are not compared{note}"
-        )
+        warnings.append(f"column {column.column} changed type from {column.a_type} to {column.b_type}; its values are not compared{note}")
     if not compared and key is None:
         warnings.append("the versions share no column of the same type; every row differs")
     schema = SchemaDiff(

@@ -16,7 +16,7 @@ from ..catalog import CatalogStore, check_name
 from ..errors import RegistrationError
 from ..version import DatasetVersion
 from .hf_layout import Part, find_parts
-from .parquet import read_schema, import_parquet
+from .parquet import import_parquet, read_schema
 from .writer import ImportOptions, write_files
 
 #: Writer metadata of an Arrow file that describes its layout, not the data: dropped.
@@ -100,7 +100,9 @@ def import_huggingface(
     if splits is not None:
         unknown = sorted(set(splits) - {p.suffix for p in parts})
         if unknown:
-            raise RegistrationError(f"{root}: no split {', '.join(map(repr, unknown))}; it holds {', '.join(p.suffix or '(one dataset)' for p in parts)}")
+            raise RegistrationError(
+                f"{root}: no split {', '.join(map(repr, unknown))}; it holds {', '.join(p.suffix or '(one dataset)' for p in parts)}"
+            )
         parts = [p for p in parts if p.suffix in splits]
     for part in parts:  # every split's files readable, with one schema each, before any split is imported
         check_name("dataset", part.dataset(name))

@@ -75,13 +75,12 @@ def _lines(path: str, on_bytes: Callable[[int], None]) -> Iterator[tuple[int, di
 Batch = tuple[str, list[int], list[dict[str, Any]]]
 
 
-def _batches(
-    files: list[str], json_columns: frozenset[str], progress: Progress | None, offset: int, total: int
-) -> Iterator[Batch]:
+def _batches(files: list[str], json_columns: frozenset[str], progress: Progress | None, offset: int, total: int) -> Iterator[Batch]:
     """Batches of ``(path, [line numbers], [objects])``, JSON columns already turned into text."""
     done = 0
 
     for path in files:
+
         def tick(count: int, base: int = done) -> None:
             if progress is not None:
                 progress(offset + base + count, total)
@@ -219,8 +218,7 @@ def import_jsonl(
         missing = sorted(wanted - set(schema.names))
         if missing:
             raise RegistrationError(
-                f"json_columns names {', '.join(map(repr, missing))}, not found in {files[0]} "
-                f"(columns: {', '.join(schema.names)})"
+                f"json_columns names {', '.join(map(repr, missing))}, not found in {files[0]} (columns: {', '.join(schema.names)})"
             )
         schema = pa.schema([pa.field(f.name, pa.string()) if f.name in wanted else f for f in schema])
         _check_storable(schema, files)

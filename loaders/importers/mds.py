@@ -69,8 +69,7 @@ def _column(encoding: str) -> tuple[pa.DataType, int | None, Callable[[bytes], A
         return type_, None, decode
     why = "pickled objects can run code when loaded" if encoding == "pkl" else "not supported by this importer"
     raise RegistrationError(
-        f"MDS encoding {encoding!r} is {why}; supported: {', '.join(sorted([*_NUMBERS, *simple]))} "
-        "(convert that column first, or drop it)"
+        f"MDS encoding {encoding!r} is {why}; supported: {', '.join(sorted([*_NUMBERS, *simple]))} (convert that column first, or drop it)"
     )
 
 
@@ -86,7 +85,9 @@ def _index(root: str) -> list[dict[str, Any]]:
         raise RegistrationError(f"{path}: lists no shards")
     for shard in shards:
         if not isinstance(shard, dict) or shard.get("format") != "mds":
-            raise RegistrationError(f"{path}: only MDS shards are read (found format {shard.get('format') if isinstance(shard, dict) else shard!r})")
+            raise RegistrationError(
+                f"{path}: only MDS shards are read (found format {shard.get('format') if isinstance(shard, dict) else shard!r})"
+            )
     first = shards[0]
     for shard in shards[1:]:
         if (shard.get("column_names"), shard.get("column_encodings")) != (first.get("column_names"), first.get("column_encodings")):

@@ -34,9 +34,7 @@ class MediaFiles:
     >>> table = media.fill(table, where="train/data-00000.arrow", first_row=0)  # doctest: +SKIP
     """
 
-    def __init__(
-        self, schema: pa.Schema, *, copy: bool, root: str | None, kinds: Mapping[str, str] | None = None
-    ) -> None:
+    def __init__(self, schema: pa.Schema, *, copy: bool, root: str | None, kinds: Mapping[str, str] | None = None) -> None:
         resolved = infer_kinds(schema, kinds)
         self.columns = [f.name for f in schema if resolved[f.name] in MEDIA_KINDS and _is_bytes_path(f.type)]
         self.copy = copy

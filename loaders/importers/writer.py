@@ -29,6 +29,7 @@ from ..version import DatasetVersion
 #: ``progress(done, total)``: called as an import advances; ``total`` is None while unknown.
 Progress = Callable[[int, "int | None"], None]
 
+
 class ImportOptions(TypedDict, total=False):
     """The options every importer takes (keyword-only), besides its own."""
 
@@ -160,9 +161,7 @@ class ShardWriter:
         assert self.rows_per_shard is not None
         if self._writer is None:
             path = os.path.join(self.directory, f"part-{len(self.paths):05d}.parquet")
-            self._writer = pq.ParquetWriter(
-                path, self.schema, compression="zstd", use_dictionary=False, write_statistics=True
-            )
+            self._writer = pq.ParquetWriter(path, self.schema, compression="zstd", use_dictionary=False, write_statistics=True)
             self.paths.append(path)
         self._writer.write_table(group, row_group_size=len(group))
         self._shard_rows += len(group)
@@ -225,9 +224,7 @@ class Staging:
             os.close(self._owner)
             self._owner = None
 
-    def writer(
-        self, schema: pa.Schema, *, rows_per_shard: int | None, row_group_size: int | None, key: str | None
-    ) -> ShardWriter:
+    def writer(self, schema: pa.Schema, *, rows_per_shard: int | None, row_group_size: int | None, key: str | None) -> ShardWriter:
         """The shard writer of this import (one per import)."""
         os.makedirs(self.directory, exist_ok=True)
         self.shards = ShardWriter(self.directory, schema, rows_per_shard=rows_per_shard, row_group_size=row_group_size, key=key)
@@ -358,9 +355,7 @@ def write_files(
     key, kinds, progress = options.get("key"), options.get("kinds"), options.get("progress")
     media = MediaFiles(schema, copy=copy_media, root=media_root, kinds=kinds)
     with staged_import(catalog, name, fmt) as staging:
-        writer = staging.writer(
-            schema, rows_per_shard=options.get("rows_per_shard"), row_group_size=options.get("row_group_size"), key=key
-        )
+        writer = staging.writer(schema, rows_per_shard=options.get("rows_per_shard"), row_group_size=options.get("row_group_size"), key=key)
         done = 0
         for path in files:
             row = 0
@@ -378,9 +373,7 @@ def write_files(
         return staging.publish(source=source, key=key, tag=options.get("tag"), kinds=kinds)
 
 
-def input_files(
-    sources: str | os.PathLike[str] | Sequence[str | os.PathLike[str]], *, suffixes: tuple[str, ...], what: str
-) -> list[str]:
+def input_files(sources: str | os.PathLike[str] | Sequence[str | os.PathLike[str]], *, suffixes: tuple[str, ...], what: str) -> list[str]:
     """Files named directly, the matching files below directories (sorted) and glob matches.
 
     A directory contributes its files ending in one of ``suffixes`` (hidden
@@ -397,11 +390,7 @@ def input_files(
             matches = []
             for folder, dirs, files in os.walk(text):
                 dirs[:] = sorted(d for d in dirs if not d.startswith((".", "_")))
-                matches += [
-                    os.path.join(folder, f)
-                    for f in files
-                    if not f.startswith((".", "_")) and f.lower().endswith(suffixes)
-                ]
+                matches += [os.path.join(folder, f) for f in files if not f.startswith((".", "_")) and f.lower().endswith(suffixes)]
             if not matches:
                 raise RegistrationError(f"{text}: directory holds no {what} files (looked for {', '.join(suffixes)})")
             found += sorted(matches)

@@ -240,9 +240,7 @@ def decode_crop(
 
 
 # -- overlays ----------------------------------------------------------------------
-def draw_box(
-    img: Image.Image, box: tuple[int, int, int, int], *, color: tuple[int, int, int] = (255, 32, 32)
-) -> Image.Image:
+def draw_box(img: Image.Image, box: tuple[int, int, int, int], *, color: tuple[int, int, int] = (255, 32, 32)) -> Image.Image:
     """A display-mode copy of ``img`` with ``box = (left, top, right, bottom)`` outlined.
 
     >>> draw_box(Image.new("L", (20, 20)), (2, 2, 10, 10)).getpixel((2, 5))

@@ -58,9 +58,7 @@ def _encoder_options(codec: str, gop: int, crf: int) -> dict[str, str]:
     return {"deadline": "realtime", "cpu-used": "8", "b": "0", "crf": str(crf), **keyframes}
 
 
-def encode_video(
-    frames: Iterable[np.ndarray], *, fps: int, codec: str = "h264", gop: int | None = None, crf: int = 28
-) -> bytes:
+def encode_video(frames: Iterable[np.ndarray], *, fps: int, codec: str = "h264", gop: int | None = None, crf: int = 28) -> bytes:
     """Encode RGB uint8 frames (all the same, even, size) as H.264 in MP4 or VP9 in WebM.
 
     ``gop`` is the keyframe interval in frames (default: one second); ``crf`` the

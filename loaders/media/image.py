@@ -357,9 +357,7 @@ def resolve_media_path(path: str, *, shard_uri: str, where: str, allow_absolute:
     """
     if "://" in path or os.path.isabs(path) or path.startswith("\\\\"):
         if not allow_absolute:
-            raise DecodeError(
-                f"{where}: media path {path!r} is absolute; only paths relative to the shard's directory are read"
-            )
+            raise DecodeError(f"{where}: media path {path!r} is absolute; only paths relative to the shard's directory are read")
         return path
     parts = [part for part in path.replace("\\", "/").split("/") if part not in ("", ".")]
     if not parts or ".." in parts:
@@ -371,8 +369,7 @@ def resolve_media_path(path: str, *, shard_uri: str, where: str, allow_absolute:
     real_directory = os.path.realpath(directory)
     if os.path.commonpath([real_directory, os.path.realpath(resolved)]) != real_directory:
         raise DecodeError(
-            f"{where}: media path {path!r} leads outside the shard's directory through a symbolic link; "
-            "only files inside it are read"
+            f"{where}: media path {path!r} leads outside the shard's directory through a symbolic link; only files inside it are read"
         )
     return resolved
 

@@ -126,9 +126,7 @@ def _video_stream(container: av.container.InputContainer, where: str) -> av.vide
     if width <= 0 or height <= 0:
         raise DecodeError(f"{where}: cannot decode video: the stream has no frame size")
     if width * height > MAX_VIDEO_PIXELS:
-        raise DecodeError(
-            f"{where}: cannot decode video: {width}x{height} frames exceed the {MAX_VIDEO_PIXELS:,}-pixel limit"
-        )
+        raise DecodeError(f"{where}: cannot decode video: {width}x{height} frames exceed the {MAX_VIDEO_PIXELS:,}-pixel limit")
     return stream
 
 
@@ -228,9 +226,7 @@ class _Cursor:
     the buffer, so frames of skipped GOPs are never decoded.
     """
 
-    def __init__(
-        self, container: av.container.InputContainer, stream: Any, timeline: _Timeline, where: str, stats: DecodeStats
-    ) -> None:
+    def __init__(self, container: av.container.InputContainer, stream: Any, timeline: _Timeline, where: str, stats: DecodeStats) -> None:
         self.container, self.stream, self.timeline, self.where = container, stream, timeline, where
         self.stats = stats
         self.packets: Iterator[av.Packet] | None = None
@@ -335,9 +331,7 @@ class _Cursor:
             index = self.timeline.index(packet.pts) if packet.pts is not None else None
             if decoding:
                 self._decode(packet, target)
-            elif packet.is_keyframe and index is not None and index <= target and (
-                self.position() is None or index > self.position()
-            ):
+            elif packet.is_keyframe and index is not None and index <= target and (self.position() is None or index > self.position()):
                 buffered = [packet]  # a later keyframe still at or before the target: skip what came before
                 if self.position() is not None or self.ready:
                     self.stream.codec_context.flush_buffers()
@@ -372,9 +366,7 @@ def _frame_at(cursor: _Cursor, target: int) -> Any:
         cursor.seek(offset)
         frame = cursor.advance(target)
         if frame is None and offset == cursor.timeline.start:
-            raise DecodeError(
-                f"{cursor.where}: frame {target} cannot be reached: decoding from the start begins after it"
-            )
+            raise DecodeError(f"{cursor.where}: frame {target} cannot be reached: decoding from the start begins after it")
     return frame
 
 
@@ -385,9 +377,7 @@ def _to_rgb(frame: Any, where: str) -> np.ndarray:
         raise DecodeError(f"{where}: cannot convert video frame to RGB: {_cause(exc)}") from exc
 
 
-def decode_frames(
-    source: VideoSource, indices: Sequence[int], *, where: str, stats: DecodeStats | None = None
-) -> list[np.ndarray]:
+def decode_frames(source: VideoSource, indices: Sequence[int], *, where: str, stats: DecodeStats | None = None) -> list[np.ndarray]:
     """Decode frames ``indices`` of a clip as H x W x 3 uint8 RGB arrays, in the order asked.
 
     Each wanted frame is reached by seeking to the nearest keyframe at or before

@@ -35,7 +35,9 @@ def _of_kind(version: DatasetVersion, kind: str, column: str | None) -> str:
         return found[0]
     if column not in found:
         article = "an" if kind[0] in "aeiou" else "a"
-        raise InvalidQuery(f"column {column!r} of {version.ref} is not {article} {kind} column ({kind} columns: {', '.join(found) or 'none'})")
+        raise InvalidQuery(
+            f"column {column!r} of {version.ref} is not {article} {kind} column ({kind} columns: {', '.join(found) or 'none'})"
+        )
     return column
 
 

@@ -32,8 +32,17 @@ def _top(table: pa.Table, name: str, type_: pa.DataType, n: int) -> pa.Array | p
 
 
 EPISODE_SCHEMA = pa.schema(
-    [("row", pa.int64()), ("length", pa.int64()), ("frames", pa.int64()), ("ret", pa.float64()), ("excluded", pa.int64()),
-     ("stored_return", pa.float64()), ("termination", pa.string()), ("env", pa.string()), ("key", pa.string())]
+    [
+        ("row", pa.int64()),
+        ("length", pa.int64()),
+        ("frames", pa.int64()),
+        ("ret", pa.float64()),
+        ("excluded", pa.int64()),
+        ("stored_return", pa.float64()),
+        ("termination", pa.string()),
+        ("env", pa.string()),
+        ("key", pa.string()),
+    ]
 )
 
 

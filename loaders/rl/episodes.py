@@ -125,8 +125,10 @@ def episode_facts(value: Any, *, record: Mapping[str, Any] | None = None) -> Epi
         if isinstance(stored_length, int) and not isinstance(stored_length, bool) and stored_length != length:
             warnings.append(f"the length column says {stored_length}, the lists have {length} steps")
         stored_return = as_float(record.get("return"))
-        if stored_return is not None and not excluded and not (
-            finite(stored_return) and math.isclose(stored_return, total, rel_tol=1e-4, abs_tol=1e-4)
+        if (
+            stored_return is not None
+            and not excluded
+            and not (finite(stored_return) and math.isclose(stored_return, total, rel_tol=1e-4, abs_tol=1e-4))
         ):
             warnings.append(f"the return column says {number_text(stored_return)}, the rewards sum to {number_text(total)}")
         if isinstance(record.get("termination"), str):

@@ -118,7 +118,20 @@ class Summary:
 NO_STEP = -(1 << 62)
 #: Per-position arrays (group order) and per-group arrays of an index, as stored (numeric, no nulls).
 ROW_ARRAYS = ("row", "reward", "advantage", "length", "logprobs_length", "ref_length", "finish", "step", "problems", "record_order")
-GROUP_ARRAYS = ("starts", "sizes", "finite", "mean", "std", "min", "max", "zero_variance", "truncated_count", "mean_advantage", "mean_length", "problem_rows")
+GROUP_ARRAYS = (
+    "starts",
+    "sizes",
+    "finite",
+    "mean",
+    "std",
+    "min",
+    "max",
+    "zero_variance",
+    "truncated_count",
+    "mean_advantage",
+    "mean_length",
+    "problem_rows",
+)
 
 
 def _numpy(column: pa.ChunkedArray | pa.Array, missing: Any, dtype: Any) -> np.ndarray:
@@ -199,7 +212,9 @@ class RolloutIndex:
         return cls(rows, _group_stats(rows, starts, n, sorted(names)), group_ids, sorted(names))
 
     @classmethod
-    def from_facts(cls, facts: Sequence[RolloutFacts], *, rows: Sequence[int] | None = None, steps: Sequence[int | None] | None = None) -> "RolloutIndex":
+    def from_facts(
+        cls, facts: Sequence[RolloutFacts], *, rows: Sequence[int] | None = None, steps: Sequence[int | None] | None = None
+    ) -> "RolloutIndex":
         """The index of rollouts held in memory (a step's batch); ``rows`` default to positions 0..n-1."""
         n = len(facts)
         table = pa.table(
@@ -325,7 +340,11 @@ class RolloutIndex:
 
     def lengths(self, position: int) -> dict[str, int | None]:
         """Lengths of the per-token lists at ``position`` (``None`` when absent), for ``rollout_facts(lengths=...)``."""
-        values = {"completion_ids": self.length[position], "logprobs": self.logprobs_length[position], "ref_logprobs": self.ref_length[position]}
+        values = {
+            "completion_ids": self.length[position],
+            "logprobs": self.logprobs_length[position],
+            "ref_logprobs": self.ref_length[position],
+        }
         return {name: int(v) if v >= 0 else None for name, v in values.items()}
 
     def finish_counts(self) -> list[tuple[str, int]]:
@@ -381,4 +400,3 @@ def _ordered(items: np.ndarray, key: np.ndarray | None, tie: np.ndarray, *, desc
     if descending:
         values = -values
     return items[np.lexsort((tie[items], values, missing))]
-

@@ -116,8 +116,7 @@ def require(inputs: dict[str, Any], field_name: str, transform: str, where: str)
     """Fetch a field a transform needs, or fail naming the transform, field and sample."""
     if field_name not in inputs:
         raise InvalidPlan(
-            f"{where}: transform {transform!r} needs field {field_name!r}, which this record lacks "
-            f"(fields: {', '.join(inputs)})"
+            f"{where}: transform {transform!r} needs field {field_name!r}, which this record lacks (fields: {', '.join(inputs)})"
         )
     return inputs[field_name]
 

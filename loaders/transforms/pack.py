@@ -63,12 +63,8 @@ class Pack(Transform):
             raise InvalidPlan(f"pack seq_len={self.seq_len!r} is out of range: must be an integer >= 1")
         if not isinstance(self.docs_per_block, int) or self.docs_per_block < 1:
             raise InvalidPlan(f"pack docs_per_block={self.docs_per_block!r} is out of range: must be an integer >= 1")
-        if self.sequences_per_block is not None and (
-            not isinstance(self.sequences_per_block, int) or self.sequences_per_block < 1
-        ):
-            raise InvalidPlan(
-                f"pack sequences_per_block={self.sequences_per_block!r} is out of range: must be an integer >= 1"
-            )
+        if self.sequences_per_block is not None and (not isinstance(self.sequences_per_block, int) or self.sequences_per_block < 1):
+            raise InvalidPlan(f"pack sequences_per_block={self.sequences_per_block!r} is out of range: must be an integer >= 1")
 
     def apply(self, inputs: dict[str, Any], ctx: Context) -> None:  # packing is done by the run, per block
         raise InvalidPlan("pack is applied by the run to whole blocks of documents")

@@ -36,7 +36,11 @@ def _ref(catalog: Catalog) -> str:
 #: router module → cases: (URL, status, the whole message). URLs under /api answer JSON; the others (media bytes, login) HTML.
 CASES: dict[str, list[Case]] = {
     "auth": [
-        lambda c: ("/login?next=" + "x" * 2001, 422, "query parameter 'next': String should have at most 2000 characters (got '" + "x" * 76 + "...)"),
+        lambda c: (
+            "/login?next=" + "x" * 2001,
+            422,
+            "query parameter 'next': String should have at most 2000 characters (got '" + "x" * 76 + "...)",
+        ),
     ],
     "datasets": [
         lambda c: (urls.api(urls.version("docs", _v1(c), start=1, end=5)), 422, "give start (1) or end (5), not both"),
@@ -45,7 +49,11 @@ CASES: dict[str, list[Case]] = {
             422,
             f"cannot search column 'nope' of {_ref(c)}: searchable columns are id, text",
         ),
-        lambda c: (urls.api(urls.version("docs", _v1(c), start=-1)), 422, "query parameter 'start': Input should be greater than or equal to 0 (got '-1')"),
+        lambda c: (
+            urls.api(urls.version("docs", _v1(c), start=-1)),
+            422,
+            "query parameter 'start': Input should be greater than or equal to 0 (got '-1')",
+        ),
     ],
     "diff": [
         lambda c: (
@@ -95,7 +103,11 @@ CASES: dict[str, list[Case]] = {
         ),
     ],
     "runs": [
-        lambda c: (urls.api(urls.run("pretrain")) + "?from=-1", 422, "query parameter 'from': Input should be greater than or equal to 0 (got '-1')"),
+        lambda c: (
+            urls.api(urls.run("pretrain")) + "?from=-1",
+            422,
+            "query parameter 'from': Input should be greater than or equal to 0 (got '-1')",
+        ),
         lambda c: (urls.api(urls.rank("pretrain", 7, 1)), 404, "rank 1 is not below the world size 1 in force at step 7 of run pretrain"),
         lambda c: (
             urls.api(urls.rank_rollouts("pretrain", 0, 2)),

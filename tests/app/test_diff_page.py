@@ -78,7 +78,13 @@ def test_listed_changes_equal_the_recorded_ones(diffs: TestClient, diff_catalog:
     dom = soup(diffs.get(urls.diff(name, a, b)))
     counts = {dd["data-count"]: int(dd.get_text().replace(",", "")) for dd in dom.select(".diff-counts dd")}
     unchanged = diff_catalog.resolve(f"{name}@v1").rows - len(recorded.removed) - len(recorded.edited)
-    assert counts == {"added": len(recorded.added), "removed": len(recorded.removed), "changed": len(recorded.edited), "edited": 0, "unchanged": unchanged}
+    assert counts == {
+        "added": len(recorded.added),
+        "removed": len(recorded.removed),
+        "changed": len(recorded.edited),
+        "edited": 0,
+        "unchanged": unchanged,
+    }
 
 
 def test_keys_come_in_key_order_and_the_json_twin_pages_alike(diffs: TestClient, diff_catalog: DiffCatalog) -> None:
@@ -278,7 +284,10 @@ def test_video_diff_pairs_the_same_frames(diffs: TestClient, diff_catalog: DiffC
     expected = spread(frames)
     assert len(expected) == 4 and expected[0] == 0 and expected[-1] == frames - 1
     assert [[img["src"] for img in row.select("img")] for row in rows] == [
-        [urls.frame("videos", v1, key, "video", i, size=urls.THUMBNAIL_SIDE), urls.frame("videos", v2, key, "video", i, size=urls.THUMBNAIL_SIDE)]
+        [
+            urls.frame("videos", v1, key, "video", i, size=urls.THUMBNAIL_SIDE),
+            urls.frame("videos", v2, key, "video", i, size=urls.THUMBNAIL_SIDE),
+        ]
         for i in expected
     ]
     assert diffs.get(rows[1].select("img")[1]["src"]).status_code == 200
@@ -302,7 +311,12 @@ def tiny(tmp_path: Path) -> tuple[Catalog, TestClient]:
     """``notes``: keyless v1/v2 (one text edited, one row dropped, a hostile one), with ``score`` retyped int → string."""
     catalog = Catalog(tmp_path / "catalog")
     hostile = "<script>alert(1)</script> \u202egnp.exe"
-    texts = ["the quick brown fox jumps over the lazy dog", "a second plain row of text", hostile, "dropped in v2 entirely, nothing like it"]
+    texts = [
+        "the quick brown fox jumps over the lazy dog",
+        "a second plain row of text",
+        hostile,
+        "dropped in v2 entirely, nothing like it",
+    ]
     v1 = pa.table({"text": texts, "score": [1, 2, 3, 4]})
     texts2 = ["the quick brown fox jumped over the lazy dog", "a second plain row of text", hostile + " <b>bold</b>"]
     v2 = pa.table({"text": texts2, "score": ["1", "2", "3"]})

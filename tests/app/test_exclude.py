@@ -15,7 +15,6 @@ import pytest
 from loaders import Catalog, RegistrationError
 from loaders.exclude import read_key_file, write_excluding, write_key_file
 from loaders.records import content_key
-
 from tests.conftest import write_parquet
 from tests.support.local_client import local_client
 
@@ -85,7 +84,10 @@ def test_register_exclude_with_exported_flag_keys(tmp_path: Path, source: list[s
     first = catalog.register("web", source, key="id", tag="v1")
     client = local_client(create_app(Settings(root=str(root))))
     for key in ("k3", "k4"):
-        assert client.post(urls.api(urls.flags()), json={"dataset": "web", "version": first.id, "key": key, "tags": ["junk"]}).status_code == 201
+        assert (
+            client.post(urls.api(urls.flags()), json={"dataset": "web", "version": first.id, "key": key, "tags": ["junk"]}).status_code
+            == 201
+        )
     keyfile = tmp_path / "junk.txt"
     keyfile.write_text(client.get(urls.flags_keys(dataset="web", tag="junk")).text)
     before = [sha(p) for p in source]

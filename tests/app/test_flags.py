@@ -15,7 +15,6 @@ from app import urls
 from app.flags import FlagFilter, FlagStore
 from loaders import Catalog
 from loaders.exclude import read_key_file
-
 from tests.app.dom import form_token, soup
 
 HX = {"HX-Request": "true"}
@@ -55,8 +54,16 @@ def test_plain_form_post_redirects_to_the_flag(client: TestClient, inspector_cat
 
 def test_json_api_flags_with_run_context(client: TestClient, inspector_catalog: Catalog) -> None:
     body = {
-        "dataset": "docs", "version": "v1", "key": "doc-5", "note": "dup", "tags": ["dup"], "run": "run-1", "step": 3, "rank": 1,
-        "index": 14, "position": 2,
+        "dataset": "docs",
+        "version": "v1",
+        "key": "doc-5",
+        "note": "dup",
+        "tags": ["dup"],
+        "run": "run-1",
+        "step": 3,
+        "rank": 1,
+        "index": 14,
+        "position": 2,
     }
     response = client.post(urls.api(urls.flags()), json=body)
     assert response.status_code == 201, response.text
@@ -89,8 +96,15 @@ def test_bad_flags_are_refused(client: TestClient, inspector_catalog: Catalog, c
 
 
 def test_list_filters_and_exports(client: TestClient, inspector_catalog: Catalog) -> None:
-    for key, ref, tags in [("doc-1", "docs@v1", "spam"), ("doc-2", "docs@v1", "spam, dup"), ("good", "chat@v1", "dup"), ("doc-2", "docs@v2", "spam")]:
-        assert client.post(urls.api(urls.flags()), json={**form(inspector_catalog, key, ref=ref, tags=tags), "tags": tags}).status_code == 201
+    for key, ref, tags in [
+        ("doc-1", "docs@v1", "spam"),
+        ("doc-2", "docs@v1", "spam, dup"),
+        ("good", "chat@v1", "dup"),
+        ("doc-2", "docs@v2", "spam"),
+    ]:
+        assert (
+            client.post(urls.api(urls.flags()), json={**form(inspector_catalog, key, ref=ref, tags=tags), "tags": tags}).status_code == 201
+        )
 
     def keys_of(**query: str) -> list[str]:
         return [f["key"] for f in client.get(urls.api(urls.flags(**query))).json()["flags"]]
@@ -122,7 +136,7 @@ def test_flags_paging_cursor(tmp_path: Path) -> None:
 
 def test_key_export_roundtrips_hostile_keys(tmp_path: Path) -> None:
     store = FlagStore(str(tmp_path / "f.sqlite"))
-    hostile = ["plain", "two\nlines", ' padded ', '"quoted', "", "tab\there", "#hash"]
+    hostile = ["plain", "two\nlines", " padded ", '"quoted', "", "tab\there", "#hash"]
     for key in hostile:
         store.add(dataset="d", version="v", key=key)
     from loaders.exclude import write_key_file
@@ -174,7 +188,9 @@ def test_cli_exports_what_the_server_serves(make_client: Callable[..., TestClien
     env = {**os.environ, "BATCHSCOPE_FLAGS_PATH": str(flags_path)}
 
     def run(*args: str) -> str:
-        done = subprocess.run([batchscope, "flags", *args, "--root", inspector_catalog.root], env=env, capture_output=True, text=True, timeout=120)
+        done = subprocess.run(
+            [batchscope, "flags", *args, "--root", inspector_catalog.root], env=env, capture_output=True, text=True, timeout=120
+        )
         assert done.returncode == 0, done.stderr
         return done.stdout
 

@@ -109,7 +109,8 @@ def test_rank_page_sorts_samples_by_loss_keeping_anchors(http: httpx.Client) -> 
     page = dom(http.get(urls.rank("spiky", SPIKE, 0), params={"sort": "loss"}))
     assert [a["id"] for a in page.select("article.sample")] == ["sample-1", "sample-0"]  # 10.0 before 9.5
     assert [a.select_one(".sample-loss").get_text() for a in page.select("article.sample")] == [
-        f"loss {sample_loss(SPIKE, 0, 1):.4f}", f"loss {sample_loss(SPIKE, 0, 0):.4f}",
+        f"loss {sample_loss(SPIKE, 0, 1):.4f}",
+        f"loss {sample_loss(SPIKE, 0, 0):.4f}",
     ]
     assert page.select_one(".sorts a[aria-current]").get_text() == "loss (highest first)"
     by_length = dom(http.get(urls.rank("spiky", SPIKE, 0), params={"sort": "length"}))

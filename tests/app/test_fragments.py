@@ -8,7 +8,6 @@ from fastapi.testclient import TestClient
 
 from app import urls
 from loaders import Catalog
-
 from tests.app.dom import soup
 
 HX = {"HX-Request": "true"}

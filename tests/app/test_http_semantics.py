@@ -8,7 +8,6 @@ from fastapi.testclient import TestClient
 from app import urls
 from app.http_semantics import IMMUTABLE, byte_range, content_tag, entity_tags, if_none_match
 from loaders import Catalog
-
 from tests.app.dom import soup
 
 
@@ -111,7 +110,9 @@ def blob(client: TestClient, inspector_catalog: Catalog) -> tuple[str, bytes]:
         ("bytes=5-2", 200, slice(0, 12), None),
     ],
 )
-def test_ranges_of_stored_bytes(client: TestClient, blob: tuple[str, bytes], range_: str, status: int, body: slice, content_range: str | None) -> None:
+def test_ranges_of_stored_bytes(
+    client: TestClient, blob: tuple[str, bytes], range_: str, status: int, body: slice, content_range: str | None
+) -> None:
     url, data = blob
     response = client.get(url, headers={"Range": range_})
     assert response.status_code == status and response.content == data[body]

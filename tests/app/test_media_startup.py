@@ -7,7 +7,6 @@ from types import SimpleNamespace
 
 import jinja2
 import pytest
-from fastapi.testclient import TestClient
 
 from app import urls
 from app.factory import create_app, warm

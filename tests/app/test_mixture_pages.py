@@ -17,8 +17,8 @@ from loaders import Catalog
 from loaders.realized_mixture import measured_steps
 from tests.app.dom import soup
 from tests.browser.conftest import serving
-from tests.support.mixture import NAMES, STEPS, build_mixture_catalog
 from tests.support.local_client import local_client
+from tests.support.mixture import NAMES, STEPS, build_mixture_catalog
 
 
 @pytest.fixture(scope="module")
@@ -101,7 +101,6 @@ def test_step_page_shows_the_steps_own_mix(client: TestClient, catalog: Catalog)
     assert [c[0] for c in cells] == [f"{n}@v1" for n in NAMES]
     assert [c[2] for c in cells] == [str(counted[i]) for i in range(3)]
     assert cells[0][1] == "62.5%"
-
 
 
 def test_a_shard_that_cannot_be_read_shows_in_the_mixture_panel_not_as_a_broken_run_page(tmp_path: Path) -> None:

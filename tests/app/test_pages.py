@@ -9,7 +9,6 @@ from fastapi.testclient import TestClient
 
 from app import urls
 from loaders import Catalog
-
 from tests.app.dom import soup
 
 Url = Callable[[Catalog], str]
@@ -49,7 +48,8 @@ PAGES: list[tuple[str, Url, dict[str, list[str]], Callable[[Any, Catalog], None]
         lambda j, c: (
             j["rows"] == 12
             and [r["key"] for r in j["listing"]["rows"]] == [f"doc-{i}" for i in range(12)]
-            and {col["name"]: col["kind"] for col in j["columns"]} == {"id": "text", "text": "text", "score": "scalar", "meta": "json", "blob": "binary"}
+            and {col["name"]: col["kind"] for col in j["columns"]}
+            == {"id": "text", "text": "text", "score": "scalar", "meta": "json", "blob": "binary"}
             and next(col for col in j["columns"] if col["name"] == "score")["max"] == "2.75"
             or pytest.fail(str(j)[:2000])
         ),
@@ -72,14 +72,19 @@ PAGES: list[tuple[str, Url, dict[str, list[str]], Callable[[Any, Catalog], None]
         "flags",
         lambda c: urls.flags(),
         {"h1": ["Flags"]},
-        lambda j, c: (j["flags"] == [] and j["total"] == 0 or pytest.fail(str(j))),
+        lambda j, c: j["flags"] == [] and j["total"] == 0 or pytest.fail(str(j)),
     ),
 ]
 
 
 @pytest.mark.parametrize("name, url, selectors, check", PAGES, ids=[p[0] for p in PAGES])
 def test_page_and_its_json_twin(
-    client: TestClient, inspector_catalog: Catalog, name: str, url: Url, selectors: dict[str, list[str]], check: Callable[[Any, Catalog], None]
+    client: TestClient,
+    inspector_catalog: Catalog,
+    name: str,
+    url: Url,
+    selectors: dict[str, list[str]],
+    check: Callable[[Any, Catalog], None],
 ) -> None:
     address = url(inspector_catalog)
     page = client.get(address)
@@ -106,7 +111,9 @@ def test_page_and_its_json_twin(
         ("v1", lambda v: urls.sample("docs", v, "doc-3")),
     ],
 )
-def test_tag_in_url_redirects_to_version_id(client: TestClient, inspector_catalog: Catalog, ref: str, builder: Callable[[str], str]) -> None:
+def test_tag_in_url_redirects_to_version_id(
+    client: TestClient, inspector_catalog: Catalog, ref: str, builder: Callable[[str], str]
+) -> None:
     full = inspector_catalog.resolve(f"docs@{ref}").id
     for api in (False, True):
         wrapped = urls.api if api else (lambda u: u)

@@ -17,7 +17,6 @@ from app.renderers.tokens import companions, token_view
 from app.templating import Templates
 from loaders import Catalog
 from loaders.chat import IM_END
-
 from tests.app.dom import soup
 
 

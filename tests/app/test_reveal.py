@@ -38,7 +38,9 @@ from tests.corpus.checks import is_hidden_char
 TABLE = [char for hidden in HIDDEN for char in hidden.chars()]
 CORPUS = Path(__file__).resolve().parents[1] / "corpus" / "strings.json"
 #: Text that mixes the table's characters with ordinary letters, spaces and other scripts.
-TEXTS = st.lists(st.one_of(st.sampled_from(TABLE + [" ", "\u00a0", "\u3000", "a", "é", "\u05d0"]), st.characters(codec="utf-8")), max_size=40).map("".join)
+TEXTS = st.lists(
+    st.one_of(st.sampled_from(TABLE + [" ", "\u00a0", "\u3000", "a", "é", "\u05d0"]), st.characters(codec="utf-8")), max_size=40
+).map("".join)
 
 
 class Pieces:
@@ -71,7 +73,10 @@ SITES: dict[str, tuple[Callable[[str], str], dict[str, str]]] = {
     "JSON keys": (lambda s: json_tree({s: 1})[0].children[0].label, dict(PIECE_SYMBOLS)),
     "column statistics": (lambda s: stats_text(s, False), dict(PIECE_SYMBOLS)),
     "text view": (_text_view, {c: WHITESPACE[c] for c in TABLE if c in WHITESPACE}),
-    "terminal tokens": (lambda s: token_text([ord(c) for c in s], None, [], PIECES, plain=True).plain.replace("¦", ""), dict(PIECE_SYMBOLS)),
+    "terminal tokens": (
+        lambda s: token_text([ord(c) for c in s], None, [], PIECES, plain=True).plain.replace("¦", ""),
+        dict(PIECE_SYMBOLS),
+    ),
     "terminal turns": (
         lambda s: rollout_lines({"prompt": "p", "completion": s, "reward": 1.0})[2].plain.removeprefix("  assistant: "),
         {c: c for c in LAYOUT},

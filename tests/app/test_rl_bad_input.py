@@ -24,13 +24,30 @@ from tests.support.local_client import local_client
 NAN, INF = float("nan"), float("inf")
 
 
-def rollout(group: str | None, reward: float, *, prompt: str = "P", ids: list[int] | None = None, logprobs: list[float] | None = None,
-            ref: list[float] | None = None, advantage: float = 0.0, finish: str = "stop") -> dict[str, Any]:
+def rollout(
+    group: str | None,
+    reward: float,
+    *,
+    prompt: str = "P",
+    ids: list[int] | None = None,
+    logprobs: list[float] | None = None,
+    ref: list[float] | None = None,
+    advantage: float = 0.0,
+    finish: str = "stop",
+) -> dict[str, Any]:
     ids = [1, 2, 3] if ids is None else ids
     return {
-        "prompt": prompt, "completion": "c", "prompt_ids": [9], "completion_ids": ids,
-        "logprobs": [-0.5] * 3 if logprobs is None else logprobs, "ref_logprobs": [-0.4] * 3 if ref is None else ref,
-        "reward": reward, "advantage": advantage, "group_id": group, "finish_reason": finish, "turns": None,
+        "prompt": prompt,
+        "completion": "c",
+        "prompt_ids": [9],
+        "completion_ids": ids,
+        "logprobs": [-0.5] * 3 if logprobs is None else logprobs,
+        "ref_logprobs": [-0.4] * 3 if ref is None else ref,
+        "reward": reward,
+        "advantage": advantage,
+        "group_id": group,
+        "finish_reason": finish,
+        "turns": None,
     }
 
 
@@ -42,7 +59,11 @@ HOSTILE: list[tuple[str, dict[str, Any] | None, list[str]]] = [
     ("b3", rollout(None, 0.0, prompt="Q"), ["no group id"]),
     ("b4", rollout("", 1.0, prompt="Q"), ["no group id"]),
     ("b5", rollout("h2", 1.0, prompt="R", advantage=-0.9), ["advantage -0.9 has the opposite sign of reward − group mean (+0.5)"]),
-    ("b6", rollout("h2", 0.0, prompt="R-other", advantage=0.9), ["prompt differs from the group's prompt", "advantage 0.9 has the opposite sign"]),
+    (
+        "b6",
+        rollout("h2", 0.0, prompt="R-other", advantage=0.9),
+        ["prompt differs from the group's prompt", "advantage 0.9 has the opposite sign"],
+    ),
     ("b7", rollout("h3", 0.5, ids=None, ref=[-0.4] * 5) | {"completion_ids": None}, ["no completion_ids"]),
     ("b8", rollout("h3", 0.5, ref=[-0.4] * 5, advantage=-INF), ["ref_logprobs has 5 entries for 3 completion tokens", "advantage is -inf"]),
     ("b9", None, ["expected a rollout struct"]),
@@ -54,10 +75,14 @@ def bad(tmp_path_factory: pytest.TempPathFactory) -> tuple[Catalog, str]:
     root = tmp_path_factory.mktemp("bad")
     catalog = Catalog(root / "catalog")
     rows = [{"id": key, "step": 0, "rollout": value} for key, value, _ in HOSTILE]
-    catalog.register("bad-rollouts", write_parquet(pa.Table.from_pylist(rows, schema=ROLLOUT_SCHEMA), root / "src" / "r"), key="id", tag="v1")
+    catalog.register(
+        "bad-rollouts", write_parquet(pa.Table.from_pylist(rows, schema=ROLLOUT_SCHEMA), root / "src" / "r"), key="id", tag="v1"
+    )
     episodes = [episode_row(0, 4), episode_row(1, 5, drop_frame=True), episode_row(2, 4, nan_at=1)]
     episodes[0]["return"] = 9.5  # disagrees with the rewards
-    catalog.register("bad-episodes", write_parquet(pa.Table.from_pylist(episodes, schema=EPISODE_SCHEMA), root / "src" / "e"), key="id", tag="v1")
+    catalog.register(
+        "bad-episodes", write_parquet(pa.Table.from_pylist(episodes, schema=EPISODE_SCHEMA), root / "src" / "e"), key="id", tag="v1"
+    )
     strings = pa.table({"id": ["s0"], "rollout": ['{"reward": 1}']})
     catalog.register("string-rollouts", write_parquet(strings, root / "src" / "s"), key="id", tag="v1", kinds={"rollout": "rollout"})
     return catalog, str(root)
@@ -78,7 +103,10 @@ def test_every_inconsistency_is_named_with_where_it_is(client: TestClient, bad: 
     for row, (key, _, words) in enumerate(HOSTILE):
         warning = cards[key].select_one(".rl-warn[role=alert]")
         assert warning is not None, key
-        assert warning.select_one(".rl-where").get_text() == f"dataset bad-rollouts version {version.short_id} shard 0 (part-0.parquet) row {row}"
+        assert (
+            warning.select_one(".rl-where").get_text()
+            == f"dataset bad-rollouts version {version.short_id} shard 0 (part-0.parquet) row {row}"
+        )
         items = " | ".join(li.get_text() for li in warning.select("li"))
         assert all(w in items for w in words), (key, items)
         assert "inconsistent" in cards[key]["class"]
@@ -98,7 +126,10 @@ def test_non_finite_rewards_are_excluded_and_sort_last(client: TestClient, bad: 
     finite = [v["reward"] for _, v, _ in HOSTILE if v is not None and math.isfinite(v["reward"])]
     assert html.select_one(".rl-summary [data-stat=mean_reward]").get_text() == f"{sum(finite) / len(finite):.4g}"
     for sort in ("reward", "-reward"):
-        keys = [c["data-key"] for c in soup(client.get(urls.rollout_groups("bad-rollouts", vid, view="rollouts", sort=sort))).select("article.rl-card")]
+        keys = [
+            c["data-key"]
+            for c in soup(client.get(urls.rollout_groups("bad-rollouts", vid, view="rollouts", sort=sort))).select("article.rl-card")
+        ]
         assert set(keys[-3:]) == {"b1", "b2", "b9"}  # NaN, inf and no reward at all
     problems = soup(client.get(urls.rollout_groups("bad-rollouts", vid, view="rollouts", problems="1")))
     assert {c["data-key"] for c in problems.select("article.rl-card")} == {"b0", "b1", "b2", "b3", "b4", "b7", "b8", "b9"}
@@ -117,7 +148,9 @@ def test_hostile_rollouts_on_their_own_pages(client: TestClient, bad: Any) -> No
     html = soup(client.get(urls.rollout("bad-rollouts", vid, "b7")))
     assert "no completion_ids: no token view" in html.get_text()
     listing = soup(client.get(urls.version("bad-rollouts", vid)))
-    flagged = {tr.select_one("td.key a").get_text() for tr in listing.select("tr.sample") if tr.select("td")[-1].get_text().strip().startswith("⚠")}
+    flagged = {
+        tr.select_one("td.key a").get_text() for tr in listing.select("tr.sample") if tr.select("td")[-1].get_text().strip().startswith("⚠")
+    }
     assert flagged == {"b0", "b1", "b2", "b3", "b4", "b7", "b8"}  # b5/b6 need their group; b9 is null
 
 
@@ -127,7 +160,10 @@ def test_a_rollout_column_that_is_not_a_struct(client: TestClient, bad: Any) -> 
     assert answer.status_code == 422 and "not a struct" in answer.json()["error"]
     html = soup(client.get(urls.sample("string-rollouts", vid, "s0")))
     error = html.select_one(".field-error").get_text()
-    assert f"dataset string-rollouts version {vid[:12]} shard 0 (part-0.parquet) row 0 field 'rollout'" in error and "expected a rollout struct" in error
+    assert (
+        f"dataset string-rollouts version {vid[:12]} shard 0 (part-0.parquet) row 0 field 'rollout'" in error
+        and "expected a rollout struct" in error
+    )
 
 
 def test_episode_with_a_missing_frame_and_bad_rewards(client: TestClient, bad: Any) -> None:
@@ -149,4 +185,8 @@ def test_episode_with_a_missing_frame_and_bad_rewards(client: TestClient, bad: A
     table = soup(client.get(urls.episodes("bad-episodes", version.id, sort="-return")))
     assert [tr["data-key"] for tr in table.select("tbody tr")][-1] == "ep-2"  # a NaN reward sorts last
     texts = {tr["data-key"]: tr.select_one("td:last-child").get_text() for tr in table.select("tbody tr")}
-    assert "4 frames for 5 steps" in texts["ep-1"] and "1 non-finite reward(s) excluded" in texts["ep-2"] and "return column 9.5" in texts["ep-0"]
+    assert (
+        "4 frames for 5 steps" in texts["ep-1"]
+        and "1 non-finite reward(s) excluded" in texts["ep-2"]
+        and "return column 9.5" in texts["ep-0"]
+    )

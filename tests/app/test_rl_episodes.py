@@ -24,9 +24,23 @@ from tests.conftest import write_parquet
 from tests.support.local_client import local_client
 
 EPISODE = pa.struct(
-    [("frames", pa.list_(pa.binary())), ("actions", pa.list_(pa.int32())), ("rewards", pa.list_(pa.float32())), ("dones", pa.list_(pa.bool_()))]
+    [
+        ("frames", pa.list_(pa.binary())),
+        ("actions", pa.list_(pa.int32())),
+        ("rewards", pa.list_(pa.float32())),
+        ("dones", pa.list_(pa.bool_())),
+    ]
 )
-SCHEMA = pa.schema([("id", pa.string()), ("env", pa.string()), ("episode", EPISODE), ("length", pa.int32()), ("return", pa.float32()), ("termination", pa.string())])
+SCHEMA = pa.schema(
+    [
+        ("id", pa.string()),
+        ("env", pa.string()),
+        ("episode", EPISODE),
+        ("length", pa.int32()),
+        ("return", pa.float32()),
+        ("termination", pa.string()),
+    ]
+)
 LENGTHS = [6, 3, 9, 4, 7]
 
 
@@ -50,7 +64,12 @@ def episode_row(number: int, length: int, *, drop_frame: bool = False, nan_at: i
     return {
         "id": f"ep-{number}",
         "env": "grid-v0",
-        "episode": {"frames": frames, "actions": [(number + t) % 4 for t in range(length)], "rewards": rewards, "dones": [t == length - 1 for t in range(length)]},
+        "episode": {
+            "frames": frames,
+            "actions": [(number + t) % 4 for t in range(length)],
+            "rewards": rewards,
+            "dones": [t == length - 1 for t in range(length)],
+        },
         "length": length,
         "return": float(np.sum(np.asarray(finite, dtype=np.float32), dtype=np.float32)),
         "termination": "goal" if number % 2 else "timeout",
@@ -136,10 +155,15 @@ def test_timeline_opens_at_t(client: TestClient, eps: Any) -> None:
     row = next(r for r in stored(paths) if r["id"] == "ep-2")
     page = client.get(urls.episode("episodes", vid(catalog), "ep-2", t=5))
     html = soup(page)
-    assert html.select_one("#rl-scrubber")["value"] == "5" and html.select_one("#rl-scrubber")["max"] == str(len(row["episode"]["actions"]) - 1)
+    assert html.select_one("#rl-scrubber")["value"] == "5" and html.select_one("#rl-scrubber")["max"] == str(
+        len(row["episode"]["actions"]) - 1
+    )
     assert frame_code_at(client, html.select_one("#rl-frame")["src"]) == 5
     assert html.select_one("#rl-reward").get_text() == f"{row['episode']['rewards'][5]:.4g}"
-    assert html.select_one("#rl-action").get_text() == f"{row['episode']['actions'][5]} {['up', 'right', 'down', 'left'][row['episode']['actions'][5]]}"
+    assert (
+        html.select_one("#rl-action").get_text()
+        == f"{row['episode']['actions'][5]} {['up', 'right', 'down', 'left'][row['episode']['actions'][5]]}"
+    )
     assert html.select_one("#rl-return").get_text() == f"{sum(row['episode']['rewards'][:6]):.4g}"
     charts = html.select(".rl-chart svg")
     assert [f.parent["data-chart"] for f in charts] == ["reward", "return", "action"]
@@ -176,7 +200,7 @@ def test_field_renderer_links_the_timeline(client: TestClient, eps: Any) -> None
     html = soup(client.get(urls.sample("episodes", vid(catalog), "ep-3")))
     field = html.select_one(".rl-episode-field")
     assert field.select_one("[data-fact=length]").get_text() == "4 steps"
-    assert field.select_one('a[href]')["href"] == urls.episode("episodes", vid(catalog), "ep-3")
+    assert field.select_one("a[href]")["href"] == urls.episode("episodes", vid(catalog), "ep-3")
     assert field.select_one("img")["src"] == urls.episode_frame("episodes", vid(catalog), "ep-3", t=0)
     assert field.select_one("svg.chart") is not None and not field.select(".rl-warn")
     listing = soup(client.get(urls.version("episodes", vid(catalog))))

@@ -112,7 +112,9 @@ def rl(tmp_path_factory: pytest.TempPathFactory) -> tuple[Catalog, list[str]]:
 @pytest.fixture
 def client(rl: tuple[Catalog, list[str]], tmp_path: Path) -> TestClient:
     catalog, _ = rl
-    return local_client(create_app(Settings(root=catalog.root, flags_path=str(tmp_path / "f.sqlite"), page_size=50)), follow_redirects=False)
+    return local_client(
+        create_app(Settings(root=catalog.root, flags_path=str(tmp_path / "f.sqlite"), page_size=50)), follow_redirects=False
+    )
 
 
 # -- what the page must show, computed from the Parquet files directly -----------------------
@@ -165,7 +167,9 @@ def test_default_view_lists_groups_in_dataset_order_with_their_statistics(client
         assert section.select_one("[data-stat=std]").get_text() == fmt(0.0 if g["zero"] else g["std"])
         assert [c["data-key"] for c in section.select("article.rl-card")] == [f"{section['data-group']}-{j}" for j in range(len(g["rows"]))]
         assert ("zero-variance" in section["class"]) == g["zero"]
-        assert section.select_one(".rl-prompt .text-body").get_text() == f"What is {section['data-group'][1:]} + {section['data-group'][1:]}?"
+        assert (
+            section.select_one(".rl-prompt .text-body").get_text() == f"What is {section['data-group'][1:]} + {section['data-group'][1:]}?"
+        )
     # the split group g6 (first and last rows of the dataset) is shown whole
     assert len(html.select('section.rl-group[data-group="g6"] article.rl-card')) == 2
 
@@ -199,7 +203,10 @@ def test_sorting_groups(client: TestClient, rl: Any, sort: str) -> None:
         return {"reward": g["mean"], "length": statistics.fmean(g["lengths"]), "std": g["std"], "size": float(len(g["rows"]))}[key]
 
     descending = sort.startswith("-")
-    order = sorted(groups, key=lambda n: (not math.isfinite(value(groups[n])), -value(groups[n]) if descending else value(groups[n]), groups[n]["first"]))
+    order = sorted(
+        groups,
+        key=lambda n: (not math.isfinite(value(groups[n])), -value(groups[n]) if descending else value(groups[n]), groups[n]["first"]),
+    )
     html = soup(client.get(urls.rollout_groups("rollouts", version_id(rl), sort=sort)))
     assert shown_groups(html) == order
     selected = html.select_one("form.rl-controls select[name=sort] option[selected]")
@@ -238,7 +245,14 @@ def test_rollouts_view_sorts_single_rollouts_with_nan_last(client: TestClient, r
         html = soup(client.get(urls.rollout_groups("rollouts", version_id(rl), view="rollouts", sort=sort)))
         keys = [c["data-key"] for c in html.select("article.rl-card")]
         sign = -1 if sort.startswith("-") else 1
-        order = sorted(range(len(rows)), key=lambda i: (math.isnan(rows[i]["rollout"]["reward"]), sign * (rows[i]["rollout"]["reward"] if not math.isnan(rows[i]["rollout"]["reward"]) else 0), i))
+        order = sorted(
+            range(len(rows)),
+            key=lambda i: (
+                math.isnan(rows[i]["rollout"]["reward"]),
+                sign * (rows[i]["rollout"]["reward"] if not math.isnan(rows[i]["rollout"]["reward"]) else 0),
+                i,
+            ),
+        )
         assert keys == [rows[i]["id"] for i in order]
         assert keys[-1] == "g5-1"  # the NaN reward sorts last either way
         assert html.select("article.rl-card .rl-reward")[-1].get_text() == "NaN"
@@ -246,12 +260,16 @@ def test_rollouts_view_sorts_single_rollouts_with_nan_last(client: TestClient, r
     picked = [i for i, r in enumerate(rows) if r["rollout"]["finish_reason"] == "length"]
     picked.sort(key=lambda i: (-len(rows[i]["rollout"]["completion_ids"]), i))
     assert [c["data-key"] for c in html.select("article.rl-card")] == [rows[i]["id"] for i in picked]
-    assert [c.get_text() for c in html.select("article.rl-card .rl-length")] == [str(len(rows[i]["rollout"]["completion_ids"])) for i in picked]
+    assert [c.get_text() for c in html.select("article.rl-card .rl-length")] == [
+        str(len(rows[i]["rollout"]["completion_ids"])) for i in picked
+    ]
 
 
 def test_paging_is_a_cursor_in_the_url(rl: Any, tmp_path: Path) -> None:
     catalog, paths = rl
-    small = local_client(create_app(Settings(root=catalog.root, flags_path=str(tmp_path / "f.sqlite"), page_size=3)), follow_redirects=False)
+    small = local_client(
+        create_app(Settings(root=catalog.root, flags_path=str(tmp_path / "f.sqlite"), page_size=3)), follow_redirects=False
+    )
     groups = expected_groups(paths)
     order = sorted(groups, key=lambda n: (-groups[n]["mean"] if math.isfinite(groups[n]["mean"]) else math.inf, groups[n]["first"]))
     seen: list[str] = []
@@ -320,7 +338,9 @@ def test_the_index_is_derived_data_beside_the_catalog(client: TestClient, rl: An
     catalog, paths = rl
     before = {p: hashlib.sha256(Path(p).read_bytes()).hexdigest() for p in paths}
     assert client.get(urls.rollout_groups("rollouts", version_id(rl), sort="-reward")).status_code == 200
-    indexes = sorted(p.name.split(".")[-2] for p in (Path(catalog.root) / "indexes" / "rollouts").glob(f"{version_id(rl)}.rollouts.*.arrow"))
+    indexes = sorted(
+        p.name.split(".")[-2] for p in (Path(catalog.root) / "indexes" / "rollouts").glob(f"{version_id(rl)}.rollouts.*.arrow")
+    )
     assert indexes == ["groups", "rows"]
     rows = next((Path(catalog.root) / "indexes" / "rollouts").glob("*.rows.arrow"))
     assert pa.ipc.open_file(pa.BufferReader(rows.read_bytes())).read_all().num_rows == sum(SIZES)
@@ -397,11 +417,16 @@ def test_rank_page_shows_the_batch_grouped_with_statistics(client: TestClient, r
         assert keys == [s.key for s in batch.samples if s.record["rollout"]["group_id"] == section["data-group"]]
         whole = len(dataset[section["data-group"]]["rows"])
         size = section.select_one("[data-stat=size]").get_text()
-        assert size == (f"{len(keys)} rollout{'s' if len(keys) > 1 else ''}" + (f" of {whole} in its dataset" if whole != len(keys) else ""))
+        assert size == (
+            f"{len(keys)} rollout{'s' if len(keys) > 1 else ''}" + (f" of {whole} in its dataset" if whole != len(keys) else "")
+        )
         assert ("zero-variance" in section["class"]) == dataset[section["data-group"]]["zero"]
     # advantages are judged against whole groups, so partial groups raise no false alarm
     assert not [w for w in view.select(".rl-warn li") if "opposite sign" in w.get_text() or "every reward" in w.get_text()]
-    if any(len(dataset[g]["rows"]) > records_in for g, records_in in ((g, sum(r["rollout"]["group_id"] == g for r in records)) for g in first_seen)):
+    if any(
+        len(dataset[g]["rows"]) > records_in
+        for g, records_in in ((g, sum(r["rollout"]["group_id"] == g for r in records)) for g in first_seen)
+    ):
         assert "only partly in this batch" in view.select_one(".rl-note").get_text()
     positions = {s.key: i for i, s in enumerate(batch.samples)}
     for card in view.select("article.rl-card"):
@@ -424,9 +449,8 @@ def test_sorting_and_filtering_within_a_step(client: TestClient, rl: Any, rl_run
 
 
 def test_a_step_of_a_large_source_without_an_index_is_judged_on_the_batch(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from loaders.plan import ReadPlan, Source
-
     import app.pages.rollouts as pages
+    from loaders.plan import ReadPlan, Source
 
     monkeypatch.setattr(pages, "REFERENCE_BUILD_ROWS", 0)  # every source counts as too large to index from a step page
     catalog, _ = build_rl_catalog(tmp_path)
@@ -436,4 +460,3 @@ def test_a_step_of_a_large_source_without_an_index_is_judged_on_the_batch(tmp_pa
     notes = " ".join(note.get_text() for note in view.select(".rl-note"))
     assert "could not be matched with their dataset's group index" in notes
     assert not list((Path(catalog.root) / "indexes").glob("**/*.arrow"))  # nothing was scanned
-

@@ -24,7 +24,7 @@ def numeric_attributes(root: ET.Element) -> list[str]:
 
 
 def test_labels_and_urls_are_escaped() -> None:
-    evil = '<script>alert("x")</script> & \'q\''
+    evil = "<script>alert(\"x\")</script> & 'q'"
     svg = line_chart([(0, 1.0), (1, 2.0)], x_label=evil, y_label=evil, title=evil, point_url=lambda x: f'/p?a={x}&b="<{x}>"')
     assert "<script>" not in svg
     root = parse(svg)  # well-formed XML although every text held markup
@@ -86,7 +86,12 @@ def test_category_ticks() -> None:
 
 
 @settings(max_examples=60, deadline=None)
-@given(st.lists(st.tuples(st.floats(allow_nan=True, allow_infinity=True), st.one_of(st.none(), st.floats(allow_nan=True, allow_infinity=True))), max_size=40))
+@given(
+    st.lists(
+        st.tuples(st.floats(allow_nan=True, allow_infinity=True), st.one_of(st.none(), st.floats(allow_nan=True, allow_infinity=True))),
+        max_size=40,
+    )
+)
 def test_any_series_gives_well_formed_finite_svg(points: list[tuple[float, float | None]]) -> None:
     root = parse(line_chart(points, point_url=lambda x: f"/s?x={x}", cursor=points[0][0] if points else None))
     for value in numeric_attributes(root):

@@ -69,7 +69,13 @@ def test_run_page_lists_outliers_linking_to_their_steps(http: httpx.Client) -> N
     loss = next(m for m in data["metrics"] if m["name"] == "loss")
     assert [(o["step"], o["kind"], o["value"]) for o in loss["outliers"]] == [(SPIKE, "spike", 9.0), (DIP, "dip", 0.0)]
     assert data["chart"] == {
-        "start": None, "end": None, "smooth": 0.6, "overlay": None, "overlay_error": None, "outlier_window": 21, "outlier_k": 6.0,
+        "start": None,
+        "end": None,
+        "smooth": 0.6,
+        "overlay": None,
+        "overlay_error": None,
+        "outlier_window": 21,
+        "outlier_k": 6.0,
     }
 
 

@@ -45,12 +45,21 @@ def test_step_rank_json_is_exactly_what_the_read_path_gives(runs_client, runs_ca
     data = runs_client.get("/api/runs/pretrain/steps/3/ranks/1").json()
     batch = run.batch(3, 1, world_size=2)
     assert {k: data[k] for k in ("run", "step", "rank", "world_size", "digest", "verified")} == {
-        "run": "pretrain", "step": 3, "rank": 1, "world_size": 2, "digest": batch.digest, "verified": True,
+        "run": "pretrain",
+        "step": 3,
+        "rank": 1,
+        "world_size": 2,
+        "digest": batch.digest,
+        "verified": True,
     }
     assert [s["index"] for s in data["samples"]] == batch.indices
     for got, sample in zip(data["samples"], batch.samples):
         assert (got["key"], got["dataset"], got["version"], got["shard"], got["row"]) == (
-            sample.key, sample.address.dataset, sample.address.version, sample.address.shard, sample.address.row,
+            sample.key,
+            sample.address.dataset,
+            sample.address.version,
+            sample.address.shard,
+            sample.address.row,
         )
         assert got["inputs"]["input_ids"] == sample.inputs["input_ids"]
         assert got["fields"] == sample.record
@@ -172,7 +181,7 @@ def test_errors_have_one_shape_and_say_what_exists(runs_client, url, status, mes
     assert response.status_code == status
     body = response.json()
     assert body["ok"] is False and body["status"] == status and message in body["error"]
-    html = runs_client.get(url[len("/api"):])
+    html = runs_client.get(url[len("/api") :])
     assert html.status_code == status and message.split("'")[0] in soup(html).get_text()
 
 

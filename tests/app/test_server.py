@@ -12,13 +12,19 @@ from app import urls
 from app.server import is_loopback, startup_lines
 from app.settings import Settings
 from loaders import Catalog
-
 from tests.app.dom import form_token, soup
 
 
 @pytest.mark.parametrize(
     "host, token, warns",
-    [("127.0.0.1", None, False), ("localhost", None, False), ("::1", None, False), ("0.0.0.0", None, True), ("0.0.0.0", "t", False), ("10.1.2.3", None, True)],
+    [
+        ("127.0.0.1", None, False),
+        ("localhost", None, False),
+        ("::1", None, False),
+        ("0.0.0.0", None, True),
+        ("0.0.0.0", "t", False),
+        ("10.1.2.3", None, True),
+    ],
 )
 def test_startup_prints_the_url_and_warns_when_exposed(host: str, token: str | None, warns: bool) -> None:
     lines = startup_lines(Settings(root="/r", host=host, port=8123, token=token))

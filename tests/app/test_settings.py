@@ -15,7 +15,13 @@ DOCS = Path(__file__).resolve().parents[2] / "docs" / "inspector.md"
 def test_environment_then_overrides() -> None:
     env = {"BATCHSCOPE_ROOT": "/data/catalog", "BATCHSCOPE_PORT": "9001", "BATCHSCOPE_TOKEN": "s3cret", "BATCHSCOPE_DIFF_SIMILARITY": "0.5"}
     settings = Settings.from_env(env, port=9002, host=None)
-    assert (settings.root, settings.port, settings.token, settings.diff_similarity, settings.host) == ("/data/catalog", 9002, "s3cret", 0.5, "127.0.0.1")
+    assert (settings.root, settings.port, settings.token, settings.diff_similarity, settings.host) == (
+        "/data/catalog",
+        9002,
+        "s3cret",
+        0.5,
+        "127.0.0.1",
+    )
     assert Settings.from_env({}) == Settings()
 
 

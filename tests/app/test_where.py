@@ -77,7 +77,9 @@ def test_the_flags_page_lists_the_steps_each_flag_touched_and_counts_them_per_ru
     body = runs_client.get(urls.api(urls.flags())).json()
     expected = [_expected(runs_catalog, record) for record in (5, 7)]
     touched = {run["run"]: run["steps"] for run in body["reads"]["runs"]}
-    assert touched == {run: len({s for e in expected for _, s, _, _ in e[run]}) for run in ("plain", "pretrain") if any(e[run] for e in expected)}
+    assert touched == {
+        run: len({s for e in expected for _, s, _, _ in e[run]}) for run in ("plain", "pretrain") if any(e[run] for e in expected)
+    }
     by_flag = body["reads"]["flags"]
     doc7 = next(f for f in body["flags"] if f["key"] == "doc-7")
     steps7 = {(r["run"], r["step"], r["rank"], r["sample"]) for r in by_flag[str(doc7["id"])]["reads"]}

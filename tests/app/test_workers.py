@@ -20,7 +20,9 @@ def test_two_worker_processes_serve_the_same_catalog(inspector_catalog: Catalog,
     with open(log, "w") as out:
         process = subprocess.Popen(
             [str(Path(sys.executable).parent / "batchscope"), "serve", "--root", inspector_catalog.root, "--port", str(port)],
-            env=env, stdout=out, stderr=subprocess.STDOUT,
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
         )
     try:
         wait_for(port, process, log)

@@ -12,7 +12,6 @@ from fastapi.testclient import TestClient
 
 from app import urls
 from loaders import Catalog
-
 from tests.app.dom import form_token, soup
 from tests.conftest import write_parquet
 
@@ -133,7 +132,7 @@ def test_hostile_flag_notes_are_text(hostile_client: TestClient, hostile: Catalo
     response = hostile_client.post(
         urls.flags(),
         data={"dataset": "hostile", "version": version.id, "key": IMG, "note": SCRIPT + TEMPLATE, "csrf_token": form_token(hostile_client)},
-        headers={"HX-Request": "true"}
+        headers={"HX-Request": "true"},
     )
     assert response.status_code == 200
     assert_inert(soup(response))

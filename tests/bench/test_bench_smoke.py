@@ -68,13 +68,9 @@ def test_lookup_measures_every_size_and_reports_every_peer(results: dict[str, di
         _status_ok_or_explained(row)
 
 
-def test_lookup_answers_from_a_synthetic_manifest_match_a_fresh_process(
-    results: dict[str, dict[str, Any]], tmp_path: Path
-) -> None:
+def test_lookup_answers_from_a_synthetic_manifest_match_a_fresh_process(results: dict[str, dict[str, Any]], tmp_path: Path) -> None:
     runs = bench_lookup.build_runs(tmp_path / "catalog", (10**6,))
-    expected = [
-        a[1] for a in runs[10**6].addresses(bench_lookup.STEP, bench_lookup.RANK, world_size=bench_lookup.WORLD_SIZE)
-    ]
+    expected = [a[1] for a in runs[10**6].addresses(bench_lookup.STEP, bench_lookup.RANK, world_size=bench_lookup.WORLD_SIZE)]
     row = next(r for r in results["lookup"]["results"] if r["system"] == "batchscope" and r["n"] == 10**6)
     assert row["cold"]["indices"] == expected[:4]
 
@@ -107,9 +103,7 @@ def test_resume_gives_a_real_batch_at_every_step(results: dict[str, dict[str, An
 def test_summary_has_a_section_and_tables_per_result(results: dict[str, dict[str, Any]], tmp_path: Path) -> None:
     for name, result in results.items():
         bench_main.write_result(tmp_path, name, result)
-    (tmp_path / "other.json").write_text(
-        json.dumps({"benchmark": "other", "baseline": "a scan", "x": {"ratio_vs_scan": 2.5}})
-    )
+    (tmp_path / "other.json").write_text(json.dumps({"benchmark": "other", "baseline": "a scan", "x": {"ratio_vs_scan": 2.5}}))
     text = bench_main.write_summary(tmp_path).read_text()
     for name in [*MINE, "other"]:
         assert f"## {name}" in text
@@ -125,9 +119,7 @@ def test_a_failing_benchmark_is_recorded_not_raised(tmp_path: Path) -> None:
 def test_discovery_finds_the_modules_and_rejects_unknown_names() -> None:
     assert set(MINE) <= set(bench_main.discover())
     assert bench_main.select(bench_main.discover(), ["bench_lookup", "resume"]) == ["lookup", "resume"]
-    proc = subprocess.run(
-        [sys.executable, "-m", "bench", "--only", "nosuch"], cwd=REPO, capture_output=True, text=True, timeout=60
-    )
+    proc = subprocess.run([sys.executable, "-m", "bench", "--only", "nosuch"], cwd=REPO, capture_output=True, text=True, timeout=60)
     assert proc.returncode != 0 and "unknown benchmark nosuch" in proc.stderr and "lookup" in proc.stderr
 
 

@@ -106,9 +106,7 @@ def until(page: object, expression: str, timeout: float = 15.0) -> None:
 def server(inspector_catalog: Catalog, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """Base URL of a real server over the shared catalog (small pages and token threshold so paging and lazy loading show)."""
     logs = tmp_path_factory.mktemp("browser-server")
-    with serving(
-        inspector_catalog.root, logs, page_size="5", token_fragment_threshold="5", flags_path=str(logs / "flags.sqlite")
-    ) as url:
+    with serving(inspector_catalog.root, logs, page_size="5", token_fragment_threshold="5", flags_path=str(logs / "flags.sqlite")) as url:
         yield url
 
 

@@ -88,8 +88,12 @@ def test_sample_permalink_and_copy_link(page, server: str, inspector_catalog: Ca
     other = page.context.new_page()
     other.goto(copied)
     assert other.locator("h1 .key").inner_text() == "doc-7"
-    assert other.locator("section.field").filter(has=other.locator("h3", has_text="text")).locator(".text-body").inner_text().startswith(
-        "document 7:"
+    assert (
+        other.locator("section.field")
+        .filter(has=other.locator("h3", has_text="text"))
+        .locator(".text-body")
+        .inner_text()
+        .startswith("document 7:")
     )
     no_errors(page)
 

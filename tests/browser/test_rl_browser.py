@@ -87,7 +87,14 @@ def test_group_filters_swap_in_place_and_push_the_url(tab, rl_server) -> None:
     tab.evaluate("window.__same_document = true")
     tab.locator("form.rl-controls select[name=sort]").select_option("-reward")
     tab.wait_for_url(re.compile(r"\?sort=-reward$"))  # empty (default) parameters are left out
-    order = sorted(groups, key=lambda n: (not math.isfinite(groups[n]["mean"]), -groups[n]["mean"] if math.isfinite(groups[n]["mean"]) else 0, groups[n]["first"]))
+    order = sorted(
+        groups,
+        key=lambda n: (
+            not math.isfinite(groups[n]["mean"]),
+            -groups[n]["mean"] if math.isfinite(groups[n]["mean"]) else 0,
+            groups[n]["first"],
+        ),
+    )
     shown = tab.locator("section.rl-group").evaluate_all("els => els.map(e => e.dataset.group)")
     assert shown == order[:4]  # a page of four groups
     tab.locator("form.rl-controls select[name=zero_variance]").select_option("1")

@@ -54,7 +54,11 @@ def test_after_make_demo_commands_read_the_demo_workspace(workdir: Path) -> None
     assert "demo-docs" in done.stdout and "catalog root: ./demo-data" in done.stderr
     _catalog(workdir / "other", "other-docs")
     chosen = subprocess.run(
-        [BATCHSCOPE, "datasets"], cwd=workdir, env={**env, "BATCHSCOPE_ROOT": str(workdir / "other")},
-        capture_output=True, text=True, timeout=120,
+        [BATCHSCOPE, "datasets"],
+        cwd=workdir,
+        env={**env, "BATCHSCOPE_ROOT": str(workdir / "other")},
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert "other-docs" in chosen.stdout and "demo-docs" not in chosen.stdout and "catalog root" not in chosen.stderr

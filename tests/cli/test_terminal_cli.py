@@ -51,10 +51,19 @@ def catalog(tmp_path_factory: pytest.TempPathFactory) -> Catalog:
         {"prompt": "What is 2+2?", "completion": "4", "reward": 1.0, "advantage": 0.5, "group_id": "g0", "finish_reason": "stop"},
         {"prompt": "What is 2+3?", "completion": "6", "reward": 0.0, "advantage": -0.5, "group_id": "g0", "finish_reason": "stop"},
     ]
-    catalog.register("rollouts", write_parquet(pa.table({"id": ["r0", "r1"], "rollout": rollout}), root / "src" / "rollouts"),
-                     key="id", tag="v1", kinds={"rollout": "rollout"})
-    catalog.create_run("crops", ReadPlan([Source("pics@v1", transforms=[RandomResizedCrop("image", size=(8, 8))])], seed=1,
-                                         global_batch_size=2, steps=1, streams=1))
+    catalog.register(
+        "rollouts",
+        write_parquet(pa.table({"id": ["r0", "r1"], "rollout": rollout}), root / "src" / "rollouts"),
+        key="id",
+        tag="v1",
+        kinds={"rollout": "rollout"},
+    )
+    catalog.create_run(
+        "crops",
+        ReadPlan(
+            [Source("pics@v1", transforms=[RandomResizedCrop("image", size=(8, 8))])], seed=1, global_batch_size=2, steps=1, streams=1
+        ),
+    )
     catalog.create_run("rl", ReadPlan([Source("rollouts@v1")], seed=1, global_batch_size=2, steps=1, streams=1))
     docs = pa.table({"id": ["a", "b"], "text": ["the cat sat", "same"], "ids": [[5, 6, 7, 8], [1]]})
     edited = pa.table({"id": ["a", "b"], "text": ["the dog sat", "same"], "ids": [[5, 9, 8], [1]]})
@@ -89,7 +98,12 @@ def test_media_and_rollout_lines() -> None:
     line = model_media_line("frames", frames, {"frame_indices": [0, 6, 12], "frame_times": [0.0, 0.2, 0.4]}, "U")
     assert line == "frames: 3 video frames 3×4×5×3 uint8, frame indices 0, 6, 12 at 0.00–0.40 s · open U"
     turns = {"turns": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "yo"}], "reward": 2, "advantage": -1}
-    assert [t.plain for t in rollout_lines(turns)] == ["rollout: reward 2 · advantage -1", "  user: hi", "  assistant: yo", "  warning: no group id"]
+    assert [t.plain for t in rollout_lines(turns)] == [
+        "rollout: reward 2 · advantage -1",
+        "  user: hi",
+        "  assistant: yo",
+        "  warning: no group id",
+    ]
 
 
 def test_show_summarizes_media_instead_of_printing_bytes(catalog: Catalog) -> None:
@@ -112,7 +126,10 @@ def test_show_writes_rollouts_as_turns_with_reward_and_advantage(catalog: Catalo
     assert done.returncode == 0, done.stderr
     lines = _lines(done.stdout)
     assert "rollout: reward 1 · advantage 0.5 · group g0 · finish stop" in lines
-    assert lines[lines.index("rollout: reward 1 · advantage 0.5 · group g0 · finish stop") + 1 : ][:2] == ["user: What is 2+2?", "assistant: 4"]
+    assert lines[lines.index("rollout: reward 1 · advantage 0.5 · group g0 · finish stop") + 1 :][:2] == [
+        "user: What is 2+2?",
+        "assistant: 4",
+    ]
     assert "rollout: reward 0 · advantage -0.5 · group g0 · finish stop" in lines
 
 

@@ -16,7 +16,18 @@ from bs4 import BeautifulSoup
 
 #: Attributes that carry a URL a browser may load or navigate to.
 URL_ATTRIBUTES = (
-    "href", "xlink:href", "src", "action", "formaction", "poster", "data", "hx-get", "hx-post", "hx-put", "hx-delete", "hx-patch",
+    "href",
+    "xlink:href",
+    "src",
+    "action",
+    "formaction",
+    "poster",
+    "data",
+    "hx-get",
+    "hx-post",
+    "hx-put",
+    "hx-delete",
+    "hx-patch",
 )
 #: Elements that embed or reconfigure content; none may come from data.
 FORBIDDEN_ELEMENTS = ("iframe", "object", "embed", "base", "frame", "frameset", "applet", "style", "link[rel=import]")

@@ -41,11 +41,31 @@ def _unreadable(name: str, about: str, harm: Any, *words: str, status: int = 500
 
 SIX = parquet(GOOD)
 REFUSED = [
-    _refused("truncated-half", "a Parquet file cut in half", damaged(SIX, lambda p: faults.truncate(p, keep=0.5)), "part-0.parquet", "no PAR1 magic at the end"),
-    _refused("truncated-tail", "a Parquet file missing its last two bytes", damaged(SIX, lambda p: p.write_bytes(p.read_bytes()[:-2])), "part-0.parquet", "no PAR1 magic at the end"),
-    _refused("wrong-magic", "PAR0 instead of PAR1 at the start", damaged(SIX, faults.wrong_magic), "part-0.parquet", "no PAR1 magic at the start"),
+    _refused(
+        "truncated-half",
+        "a Parquet file cut in half",
+        damaged(SIX, lambda p: faults.truncate(p, keep=0.5)),
+        "part-0.parquet",
+        "no PAR1 magic at the end",
+    ),
+    _refused(
+        "truncated-tail",
+        "a Parquet file missing its last two bytes",
+        damaged(SIX, lambda p: p.write_bytes(p.read_bytes()[:-2])),
+        "part-0.parquet",
+        "no PAR1 magic at the end",
+    ),
+    _refused(
+        "wrong-magic", "PAR0 instead of PAR1 at the start", damaged(SIX, faults.wrong_magic), "part-0.parquet", "no PAR1 magic at the start"
+    ),
     _refused("zero-bytes", "an empty file", damaged(SIX, lambda p: p.write_bytes(b"")), "part-0.parquet", "not a Parquet file"),
-    _refused("csv-named-parquet", "a CSV file named .parquet", damaged(SIX, lambda p: p.write_text("id,text\na,alpha\n" * 10)), "part-0.parquet", "not a Parquet file"),
+    _refused(
+        "csv-named-parquet",
+        "a CSV file named .parquet",
+        damaged(SIX, lambda p: p.write_text("id,text\na,alpha\n" * 10)),
+        "part-0.parquet",
+        "not a Parquet file",
+    ),
     _refused(
         "footer-length-lie",
         "the footer length field points before the start of the file",
@@ -77,7 +97,9 @@ REFUSED = [
         "text: int64",
     ),
     _refused("missing-key-column", "the key column does not exist", SIX, "key column 'nope'", "columns: id, text", key="nope"),
-    _refused("missing-file", "a shard that does not exist", damaged(SIX, lambda p: None, extra="gone.parquet"), "gone.parquet", "no such file"),
+    _refused(
+        "missing-file", "a shard that does not exist", damaged(SIX, lambda p: None, extra="gone.parquet"), "gone.parquet", "no such file"
+    ),
     _refused(
         "nesting-too-deep",
         "a column nested 120 lists deep",
@@ -105,11 +127,31 @@ REFUSED = [
         "row group 0 holds 2 rows",
         "footer says 1",
     ),
-    _refused("unknown-tokenizer", "a tokenizer that is not in the catalog", SIX, "no-such-tokenizer", tokenizer="no-such-tokenizer", refused_status=404),
+    _refused(
+        "unknown-tokenizer",
+        "a tokenizer that is not in the catalog",
+        SIX,
+        "no-such-tokenizer",
+        tokenizer="no-such-tokenizer",
+        refused_status=404,
+    ),
 ]
 
 UNREADABLE = [
-    _unreadable("changed-in-place", "one byte of the data flipped after registration", lambda p: faults.flip_byte(p, at=0.3), "checksum", "part-0.parquet"),
-    _unreadable("truncated-after-registration", "the shard lost its tail after registration", lambda p: faults.truncate(p, keep=0.9), "changed after registration"),
-    _unreadable("deleted-after-registration", "the shard was deleted after registration", lambda p: p.unlink(), "is missing", "part-0.parquet"),
+    _unreadable(
+        "changed-in-place",
+        "one byte of the data flipped after registration",
+        lambda p: faults.flip_byte(p, at=0.3),
+        "checksum",
+        "part-0.parquet",
+    ),
+    _unreadable(
+        "truncated-after-registration",
+        "the shard lost its tail after registration",
+        lambda p: faults.truncate(p, keep=0.9),
+        "changed after registration",
+    ),
+    _unreadable(
+        "deleted-after-registration", "the shard was deleted after registration", lambda p: p.unlink(), "is missing", "part-0.parquet"
+    ),
 ]

@@ -39,7 +39,9 @@ def _media_by_path(directory: Path) -> list[str]:
     (directory / "images").mkdir(parents=True, exist_ok=True)
     (directory / "images" / "a.png").write_bytes(media.small_png(side=16))
     (directory / "images" / "b.png").write_bytes(media.small_png(side=24))
-    table = pa.table({"id": ["a", "b"], "image": pa.array([media_struct(None, "images/a.png"), media_struct(None, "images/b.png")], STRUCT_MEDIA)})
+    table = pa.table(
+        {"id": ["a", "b"], "image": pa.array([media_struct(None, "images/a.png"), media_struct(None, "images/b.png")], STRUCT_MEDIA)}
+    )
     return parquet(table)(directory)
 
 
@@ -90,16 +92,16 @@ INTEGRITY_PROBED = [
         "registered before footers were bounded: a 2-row file whose footer claims 10^12 rows",
         damaged(parquet(TINY, row_group=ONE_ROW_GROUP), _trillion_rows),
         legacy=True,
-        probes=tuple(
-            Probe(url, 500, ("decompression bomb", "part-0.parquet")) for url in (listing(), sample("a"), media_of("a", "text"))
-        ),
+        probes=tuple(Probe(url, 500, ("decompression bomb", "part-0.parquet")) for url in (listing(), sample("a"), media_of("a", "text"))),
     ),
     Case(
         "legacy-page-inflation-lie",
         "registered before pages were checked: a 23-byte page whose header claims it inflates to 2 GiB",
         _inflating_page,
         legacy=True,
-        probes=tuple(Probe(url, 500, ("inflate to 2,147,483,647 bytes", "part-0.parquet")) for url in (listing(), sample("a"), media_of("a", "id"))),
+        probes=tuple(
+            Probe(url, 500, ("inflate to 2,147,483,647 bytes", "part-0.parquet")) for url in (listing(), sample("a"), media_of("a", "id"))
+        ),
     ),
     Case(
         "legacy-duplicate-keys",

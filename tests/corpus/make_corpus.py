@@ -58,7 +58,9 @@ def prepare(catalog: Catalog) -> None:
 
 
 def _create_run(catalog: Catalog, version: Any, *, name: str = RUN, batch: int = 2, steps: int = 3, shuffle: bool = True) -> None:
-    plan = ReadPlan([Source(f"{version.name}@{version.id}")], seed=1, global_batch_size=batch, steps=steps, shuffle=Shuffle(enabled=shuffle))
+    plan = ReadPlan(
+        [Source(f"{version.name}@{version.id}")], seed=1, global_batch_size=batch, steps=steps, shuffle=Shuffle(enabled=shuffle)
+    )
     run = catalog.create_run(name, plan)
     with run.reader(0, 1) as reader:
         for _ in reader:
@@ -94,13 +96,15 @@ RENDERED = [
         "hostile-text",
         "every hostile string as text, with hostile registration notes",
         parquet(text_table(dict(zip(STRINGS, STRINGS.values())))),
-        notes={"<script>alert(1)</script>": "{{7*7}}", "source": "\"><img src=x onerror=alert(1)>"},
+        notes={"<script>alert(1)</script>": "{{7*7}}", "source": '"><img src=x onerror=alert(1)>'},
         probes=(Probe(listing(), words=("{{7*7}}",)),) + tuple(Probe(sample(name), literal=(value,)) for name, value in STRINGS.items()),
     ),
     Case(
         "hostile-column-names",
         "column names that are markup and template syntax",
-        parquet(pa.table({"id": ["a"], STRINGS["img-onerror"]: ["x"], STRINGS["jinja-expression"]: ["y"], STRINGS["bidi-override"]: ["z"]})),
+        parquet(
+            pa.table({"id": ["a"], STRINGS["img-onerror"]: ["x"], STRINGS["jinja-expression"]: ["y"], STRINGS["bidi-override"]: ["z"]})
+        ),
         probes=(
             Probe(listing(), literal=(STRINGS["img-onerror"], STRINGS["jinja-expression"], STRINGS["bidi-override"])),
             Probe(sample("a"), literal=(STRINGS["img-onerror"], STRINGS["jinja-expression"])),
@@ -115,13 +119,19 @@ RENDERED = [
             pa.table(
                 {
                     "id": ["a"],
-                    "meta": pa.array([{STRINGS["script"]: STRINGS["img-onerror"], "n": 1}], pa.struct([(STRINGS["script"], pa.string()), ("n", pa.int64())])),
+                    "meta": pa.array(
+                        [{STRINGS["script"]: STRINGS["img-onerror"], "n": 1}],
+                        pa.struct([(STRINGS["script"], pa.string()), ("n", pa.int64())]),
+                    ),
                     "tags": pa.array([[(STRINGS["svg-onload"], STRINGS["jinja-raw"])]], pa.map_(pa.string(), pa.string())),
                     "doc_json": ['{"' + "<img src=x onerror=alert(1)>" + '": ["{{7*7}}", null, 1e308]}'],
                 }
             )
         ),
-        probes=(Probe(sample("a"), literal=(STRINGS["script"], STRINGS["img-onerror"], STRINGS["svg-onload"], STRINGS["jinja-raw"])), Probe(listing())),
+        probes=(
+            Probe(sample("a"), literal=(STRINGS["script"], STRINGS["img-onerror"], STRINGS["svg-onload"], STRINGS["jinja-raw"])),
+            Probe(listing()),
+        ),
     ),
     Case(
         "hostile-chat",
@@ -132,7 +142,10 @@ RENDERED = [
                     "id": ["a", "b", "c"],
                     "messages": pa.array(
                         [
-                            [{"role": STRINGS["script"], "content": STRINGS["img-onerror"]}, {"role": "assistant", "content": STRINGS["jinja-statement"]}],
+                            [
+                                {"role": STRINGS["script"], "content": STRINGS["img-onerror"]},
+                                {"role": "assistant", "content": STRINGS["jinja-statement"]},
+                            ],
                             [{"role": None, "content": None}],
                             [],
                         ],
@@ -141,13 +154,22 @@ RENDERED = [
                 }
             )
         ),
-        probes=(Probe(sample("a"), literal=(STRINGS["script"], STRINGS["img-onerror"], STRINGS["jinja-statement"])), Probe(sample("b")), Probe(sample("c")), Probe(listing())),
+        probes=(
+            Probe(sample("a"), literal=(STRINGS["script"], STRINGS["img-onerror"], STRINGS["jinja-statement"])),
+            Probe(sample("b")),
+            Probe(sample("c")),
+            Probe(listing()),
+        ),
     ),
     Case(
         "ten-megabyte-string",
         "one 10 MB string",
         parquet(text_table({"big": "<b>" + "x" * TEN_MB + "</b>", "small": "tiny"})),
-        probes=(Probe(sample("big"), max_bytes=PAGE_LIMIT), Probe(listing(), max_bytes=PAGE_LIMIT), Probe(sample("small"), literal=("tiny",))),
+        probes=(
+            Probe(sample("big"), max_bytes=PAGE_LIMIT),
+            Probe(listing(), max_bytes=PAGE_LIMIT),
+            Probe(sample("small"), literal=("tiny",)),
+        ),
     ),
     Case(
         "deep-json-text",
@@ -186,12 +208,21 @@ RENDERED = [
         "empty-dataset",
         "a dataset of zero rows",
         parquet(pa.table({"id": pa.array([], pa.string()), "text": pa.array([], pa.string())})),
-        probes=(Probe(listing()), Probe(listing(start=5)), Probe(sample("a"), 404, ("no row with key 'a'",)), Probe(raw("/datasets/{name}"))),
+        probes=(
+            Probe(listing()),
+            Probe(listing(start=5)),
+            Probe(sample("a"), 404, ("no row with key 'a'",)),
+            Probe(raw("/datasets/{name}")),
+        ),
     ),
     Case(
         "zero-row-shard",
         "a zero-row shard between two others",
-        parquet(text_table({"a": "first"}), pa.table({"id": pa.array([], pa.string()), "text": pa.array([], pa.string())}), text_table({"z": "last"})),
+        parquet(
+            text_table({"a": "first"}),
+            pa.table({"id": pa.array([], pa.string()), "text": pa.array([], pa.string())}),
+            text_table({"z": "last"}),
+        ),
         probes=(Probe(listing(), literal=("first", "last")), Probe(sample("z"), literal=("last",))),
     ),
     Case(
@@ -221,7 +252,11 @@ RENDERED = [
                 }
             )
         ),
-        probes=(Probe(listing()), Probe(sample("a"), words=("nan", str(-(2**63)), "5e-324", "9999-12-31")), Probe(sample("b"), words=("-inf",))),
+        probes=(
+            Probe(listing()),
+            Probe(sample("a"), words=("nan", str(-(2**63)), "5e-324", "9999-12-31")),
+            Probe(sample("b"), words=("-inf",)),
+        ),
     ),
     Case(
         "nan-rewards",
@@ -231,12 +266,30 @@ RENDERED = [
                 {
                     "id": ["a"],
                     "rollout": pa.array(
-                        [{"prompt": STRINGS["script"], "completion": "c", "reward": float("nan"), "advantage": float("inf"), "logprobs": [float("nan"), -1.0]}],
-                        pa.struct([("prompt", pa.string()), ("completion", pa.string()), ("reward", pa.float64()), ("advantage", pa.float64()), ("logprobs", pa.list_(pa.float32()))]),
+                        [
+                            {
+                                "prompt": STRINGS["script"],
+                                "completion": "c",
+                                "reward": float("nan"),
+                                "advantage": float("inf"),
+                                "logprobs": [float("nan"), -1.0],
+                            }
+                        ],
+                        pa.struct(
+                            [
+                                ("prompt", pa.string()),
+                                ("completion", pa.string()),
+                                ("reward", pa.float64()),
+                                ("advantage", pa.float64()),
+                                ("logprobs", pa.list_(pa.float32())),
+                            ]
+                        ),
                     ),
                     "episode": pa.array(
                         [{"actions": [1, 2], "rewards": [float("nan"), float("-inf")], "dones": [False, True]}],
-                        pa.struct([("actions", pa.list_(pa.int32())), ("rewards", pa.list_(pa.float32())), ("dones", pa.list_(pa.bool_()))]),
+                        pa.struct(
+                            [("actions", pa.list_(pa.int32())), ("rewards", pa.list_(pa.float32())), ("dones", pa.list_(pa.bool_()))]
+                        ),
                     ),
                 }
             )
@@ -273,7 +326,14 @@ RENDERED = [
     Case(
         "broken-videos",
         "random bytes, a truncated clip and zero bytes as videos",
-        parquet(pa.table({"id": ["noise", "truncated", "empty", "good"], "video": [media.noise(2000, seed=3), media.truncated(media.tiny_clip(), keep=0.4), b"", media.tiny_clip()]})),
+        parquet(
+            pa.table(
+                {
+                    "id": ["noise", "truncated", "empty", "good"],
+                    "video": [media.noise(2000, seed=3), media.truncated(media.tiny_clip(), keep=0.4), b"", media.tiny_clip()],
+                }
+            )
+        ),
         probes=tuple(Probe(sample(k)) for k in ("noise", "truncated", "empty", "good")) + (Probe(listing()),),
     ),
     Case(
@@ -305,7 +365,15 @@ RENDERED = [
     Case(
         "bad-tokens",
         "token ids below zero and past the vocabulary, a mask of the wrong length",
-        parquet(pa.table({"id": ["a"], "input_ids": pa.array([[-1, 0, 2**31 - 1, 3]], pa.list_(pa.int32())), "loss_mask": pa.array([[1, 0]], pa.list_(pa.int8()))})),
+        parquet(
+            pa.table(
+                {
+                    "id": ["a"],
+                    "input_ids": pa.array([[-1, 0, 2**31 - 1, 3]], pa.list_(pa.int32())),
+                    "loss_mask": pa.array([[1, 0]], pa.list_(pa.int8())),
+                }
+            )
+        ),
         tokenizer=TOKENIZER,
         probes=(Probe(sample("a")), Probe(listing())),
     ),

@@ -17,6 +17,7 @@ from loaders.thrift_compact import CompactReader, IntField
 
 MAGIC = b"PAR1"
 
+
 def zigzag_varint(value: int) -> bytes:
     """The Thrift compact encoding of a signed 64-bit integer."""
     n = (value << 1) ^ (value >> 63)

@@ -81,7 +81,7 @@ def test_every_image_decodes_and_thumbnails(demo: Catalog) -> None:
             info = image_info(data, where=version.where(shard))
             assert info.format == record["format"]
             assert 64 <= max(info.width, info.height) <= 640
-            assert record["image"]["path"] == f"{key}.{ {'PNG': 'png', 'JPEG': 'jpg', 'WEBP': 'webp'}[info.format]}"
+            assert record["image"]["path"] == f"{key}.{ {'PNG': 'png', 'JPEG': 'jpg', 'WEBP': 'webp'}[info.format] }"
             thumb = Image.open(io.BytesIO(thumbnail(data, max_side=96, where=version.where(shard))))
             assert max(thumb.size) <= 96 and thumb.mode in ("RGB", "RGBA", "LA")
 

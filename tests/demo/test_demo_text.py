@@ -118,9 +118,7 @@ def test_render_chat_properties(tokenizer, turns: list[tuple[str, str]]) -> None
     assert tokenizer.decode(ids, skip_special_tokens=False) == chat_text(messages)
     bounds = [0] + [end for _, _, end in spans]
     assert [(start, end) for _, start, end in spans] == list(zip(bounds, bounds[1:])) and bounds[-1] == len(ids)
-    expected = sum(
-        len(tokenizer.encode(content, add_special_tokens=False).ids) + 1 for role, content in turns if role == "assistant"
-    )
+    expected = sum(len(tokenizer.encode(content, add_special_tokens=False).ids) + 1 for role, content in turns if role == "assistant")
     assert sum(mask) == expected
 
 

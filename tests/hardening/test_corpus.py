@@ -17,7 +17,6 @@ from bs4 import BeautifulSoup
 from app import urls
 from loaders import BatchscopeError, Catalog
 from loaders.media.image import media_type
-
 from tests.corpus.checks import assert_inert, assert_shows_literally, diff_snapshots, snapshot
 from tests.corpus.make_corpus import CASES, Case, Probe, build, prepare, register
 from tests.corpus.recipes import SECRET
@@ -88,7 +87,9 @@ def test_broken_files_are_refused_by_name_and_change_nothing(corpus: Corpus, cas
     assert_alive(corpus)
 
 
-@pytest.mark.parametrize("case", [c for c in REFUSED if c.name in ("truncated-half", "schema-drift", "footer-total-rows-lie")], ids=lambda c: c.name)
+@pytest.mark.parametrize(
+    "case", [c for c in REFUSED if c.name in ("truncated-half", "schema-drift", "footer-total-rows-lie")], ids=lambda c: c.name
+)
 def test_the_cli_refuses_them_with_one_clear_line(corpus: Corpus, case: Case) -> None:
     before = corpus.snapshot()
     command = [batchscope(), "register", case.dataset_name, *corpus.paths[case.name], "--root", corpus.catalog.root]

@@ -24,7 +24,6 @@ from app import urls
 from app.factory import create_app
 from app.settings import Settings
 from loaders import Catalog, ReadPlan, Source
-
 from tests.conftest import build_inspector_catalog
 
 RUN = "fuzz-run"

@@ -16,7 +16,6 @@ from bs4 import BeautifulSoup
 
 from app import urls
 from loaders import Catalog, ReadPlan, Source
-
 from tests.corpus import media_faults as media
 from tests.corpus import parquet_faults as faults
 from tests.corpus.legacy import register_unchecked
@@ -39,7 +38,9 @@ def served_catalog(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[C
     under a memory cap with the flag database path taken by a directory."""
     root = tmp_path_factory.mktemp("integrity")
     catalog = Catalog(root / "catalog")
-    catalog.register("good", [_write(root / "good" / "part-0.parquet", pa.table({"id": ["x", "y"], "text": ["ex", "why"]}))], key="id", tag="v1")
+    catalog.register(
+        "good", [_write(root / "good" / "part-0.parquet", pa.table({"id": ["x", "y"], "text": ["ex", "why"]}))], key="id", tag="v1"
+    )
     bomb = Path(_write(root / "bomb" / "part-0.parquet", pa.table({"id": ["a", "b"], "text": ["alpha", "beta"]}), row_group=10))
     faults.rewrite_row_counts(bomb, file_rows=10**12, group_rows={0: 10**12}, columns_too=True)
     assert bomb.stat().st_size < 2600

@@ -21,7 +21,6 @@ from app import urls
 from app.decode_budget import image_decode_bytes
 from app.templating import human_bytes
 from loaders import Catalog
-
 from tests.conftest import write_parquet
 from tests.corpus.server import Server, served
 
@@ -73,7 +72,9 @@ def server(catalog: Catalog, tmp_path_factory: pytest.TempPathFactory) -> Iterat
         "MALLOC_ARENA_MAX": "2",  # glibc reserves 64 MB of address space per thread arena otherwise, which RLIMIT_AS counts
     }
     logs = tmp_path_factory.mktemp("memory-logs")
-    with served(catalog.root, logs, env={**env, "BATCHSCOPE_FLAGS_PATH": str(logs / "f.sqlite")}, wrapper=[prlimit, f"--as={ADDRESS_SPACE}"]) as running:
+    with served(
+        catalog.root, logs, env={**env, "BATCHSCOPE_FLAGS_PATH": str(logs / "f.sqlite")}, wrapper=[prlimit, f"--as={ADDRESS_SPACE}"]
+    ) as running:
         yield running
 
 
@@ -156,7 +157,10 @@ def test_an_image_over_the_budget_is_refused_before_it_is_decoded(server: Server
             # 16-bit: 2 bytes a pixel, plus the 8-bit copy shown
             (urls.thumbnail("big", version, "deep", "image"), image_decode_bytes(WIDTH, HEIGHT, "I;16")),
             # full size, plus the copy the box is drawn on
-            (urls.boxed("big", version, "huge", "image", (10, 10, 500, 500)), image_decode_bytes(WIDTH, HEIGHT, "RGB") + WIDTH * HEIGHT * 4),
+            (
+                urls.boxed("big", version, "huge", "image", (10, 10, 500, 500)),
+                image_decode_bytes(WIDTH, HEIGHT, "RGB") + WIDTH * HEIGHT * 4,
+            ),
         ):
             assert needed > BUDGET
             refused = client.get(url)
@@ -191,7 +195,11 @@ def test_a_page_whose_row_groups_need_more_than_the_budget_is_refused(tmp_path: 
         ):
             refused = client.get(url)
             assert refused.status_code == 413, (url, refused.status_code)
-            message = BeautifulSoup(refused.text, "html.parser").select_one(".message").get_text() if "html" in refused.headers["content-type"] else refused.json()["error"]
+            message = (
+                BeautifulSoup(refused.text, "html.parser").select_one(".message").get_text()
+                if "html" in refused.headers["content-type"]
+                else refused.json()["error"]
+            )
             assert "needs about" in message and "over the 16.0 MB one request may use" in message and "wide@" in message, message
         assert client.get(urls.version("narrow", narrow_id)).status_code == 200
         assert client.get(urls.sample("narrow", narrow_id, "n1")).status_code == 200

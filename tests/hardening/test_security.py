@@ -24,7 +24,6 @@ from app.settings import Settings
 from app.templating import STATIC_DIR, TEMPLATES_DIR
 from loaders import Catalog, DecodeError, ReadPlan, Source
 from loaders.media.image import resolve_media_path
-
 from tests.app.dom import form_token
 from tests.conftest import build_inspector_catalog, write_parquet
 from tests.corpus import media_faults as media
@@ -155,7 +154,11 @@ def test_every_route_but_static_files_needs_the_token(make_client: Callable[...,
 def test_the_login_cookie_opens_pages_json_and_media(make_client: Callable[..., TestClient], catalog: Catalog) -> None:
     client = make_client(token=TOKEN)
     version = catalog.resolve("docs@v1").id
-    protected = (urls.version("docs", version), urls.api(urls.sample("docs", version, "doc-1")), urls.media("docs", version, "doc-3", "blob"))
+    protected = (
+        urls.version("docs", version),
+        urls.api(urls.sample("docs", version, "doc-1")),
+        urls.media("docs", version, "doc-3", "blob"),
+    )
     assert [client.get(u).status_code for u in protected] == [303, 401, 303]
     client.cookies.set("batchscope_token", "forged")
     assert [client.get(u).status_code for u in protected] == [303, 401, 303]
@@ -414,7 +417,14 @@ def test_templates_hold_nothing_inline(template: Path) -> None:
 @pytest.mark.parametrize("script", OWN_SCRIPTS, ids=lambda p: p.name)
 def test_our_scripts_never_turn_text_into_code_or_markup(script: Path) -> None:
     code = re.sub(r"//[^\n]*|/\*.*?\*/", "", script.read_text(), flags=re.DOTALL)
-    for pattern in (r"\beval\s*\(", r"\bnew\s+Function\s*\(", r"\bset(Timeout|Interval)\s*\(\s*['\"`]", r"document\.write", r"\.(inner|outer)HTML\s*=", r"insertAdjacentHTML"):
+    for pattern in (
+        r"\beval\s*\(",
+        r"\bnew\s+Function\s*\(",
+        r"\bset(Timeout|Interval)\s*\(\s*['\"`]",
+        r"document\.write",
+        r"\.(inner|outer)HTML\s*=",
+        r"insertAdjacentHTML",
+    ):
         assert not re.search(pattern, code), f"{script.name}: {pattern}"
 
 

@@ -16,7 +16,6 @@ from bs4 import BeautifulSoup
 
 from app import urls
 from loaders import Catalog
-
 from tests.conftest import build_inspector_catalog
 from tests.corpus.server import Server, served
 
@@ -131,7 +130,9 @@ def test_the_inspectors_own_forms_and_json_clients_still_flag(server: Server, ca
     assert len(tokens) == 1
     status, _, _ = request(server, "POST", urls.flags(), headers=FORM, body=form_body({**hidden, "csrf_token": token}))
     assert status == 303  # a plain form post (no JavaScript) with the token
-    status, _, body = request(server, "POST", urls.api(urls.flags()), headers={"Content-Type": "application/json"}, body=json.dumps(hidden).encode())
+    status, _, body = request(
+        server, "POST", urls.api(urls.flags()), headers={"Content-Type": "application/json"}, body=json.dumps(hidden).encode()
+    )
     assert status == 201, body[:300]
     assert flag_count(server) == before + 6
 
@@ -166,7 +167,7 @@ def test_unrelated_cookies_never_hide_the_token(catalog: Catalog, tmp_path: Path
         api = urls.api(urls.home())
         for cookie in (
             f'prefs={{"a":1}}; batchscope_token={TOKEN}',
-            f"batchscope_token={TOKEN}; prefs={{\"a\":1}}",
+            f'batchscope_token={TOKEN}; prefs={{"a":1}}',
             f'theme="dark; batchscope_token={TOKEN}',
             f"a=b;;; c; batchscope_token={TOKEN}; d=[1,2]",
         ):

@@ -66,7 +66,7 @@ def test_lightning_fit_killed_and_resumed_from_its_checkpoint_trains_every_step_
     _assert_verify_reports(run, trained=6, untrained=[6, 7])
 
     finish(start("train_lightning.py", *common, "--resume"))
-    second = received(out)[len(first):]
+    second = received(out)[len(first) :]
     expected = [tensor_digest(b["input_ids"], b["loss_mask"]) for b in _batches(run)]
     assert_each_step_trained_once(first, second, 4, expected)
     assert [r["step"] for r in second] == list(range(4, STEPS))
@@ -87,7 +87,7 @@ def test_hf_trainer_killed_and_resumed_from_its_checkpoint_trains_every_step_onc
     _assert_verify_reports(run, trained=6, untrained=[6, 7])
 
     finish(start("train_hf.py", *common, "--resume"))
-    second = received(out)[len(first):]
+    second = received(out)[len(first) :]
     expected = [tensor_digest(*causal_lm_inputs(b).values()) for b in _batches(run)]
     assert_each_step_trained_once(first, second, 4, expected)
     _assert_verified(run)

@@ -24,9 +24,19 @@ SCRIPT = Path(__file__).resolve().parents[1] / "support" / "torchrun_train.py"
 
 def _torchrun(nproc: int, root: str, run: str, state: Path, *, sleep: float, port: int) -> subprocess.Popen:
     command = [
-        sys.executable, "-m", "torch.distributed.run", f"--nproc_per_node={nproc}", "--nnodes=1",
-        "--master_addr=127.0.0.1", f"--master_port={port}",
-        str(SCRIPT), root, run, str(state), "--sleep", str(sleep),
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        f"--nproc_per_node={nproc}",
+        "--nnodes=1",
+        "--master_addr=127.0.0.1",
+        f"--master_port={port}",
+        str(SCRIPT),
+        root,
+        run,
+        str(state),
+        "--sleep",
+        str(sleep),
     ]
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
     return subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
@@ -76,7 +86,12 @@ def test_sigkill_and_elastic_resume_matches_one_uninterrupted_run(tmp_path):
             assert entry is not None, f"step {step} rank {rank} missing from the ledger"
             assert entry.digest == run.batch(step, rank, world_size=world_size).digest
     # The combined run read exactly what one uninterrupted single-rank run reads.
-    combined = [key for step in range(40) for rank in range(run.world_size_at(step)) for key in run.ledger.entry(step, rank, run.world_size_at(step)).keys]
+    combined = [
+        key
+        for step in range(40)
+        for rank in range(run.world_size_at(step))
+        for key in run.ledger.entry(step, rank, run.world_size_at(step)).keys
+    ]
     uninterrupted = [s.key for step in range(40) for s in run.batch(step, 0, world_size=1).samples]
     assert combined == uninterrupted
     # Each rank's model received exactly the batches of one uninterrupted run: the killed job's steps before the saved
@@ -89,6 +104,8 @@ def test_sigkill_and_elastic_resume_matches_one_uninterrupted_run(tmp_path):
             lengths = [float(len(record["text"])) for record in batch.records]
             expected.append((step, tensor_digest(batch.indices, lengths)))
         assert got == expected, (world_size, rank)
-    cli = subprocess.run([str(Path(sys.executable).parent / "batchscope"), "verify", "job", "--root", catalog.root], capture_output=True, text=True)
+    cli = subprocess.run(
+        [str(Path(sys.executable).parent / "batchscope"), "verify", "job", "--root", catalog.root], capture_output=True, text=True
+    )
     assert cli.returncode == 0, cli.stdout + cli.stderr
     assert "0 mismatched, 0 without a ledger entry, 0 fetched but not trained, 0 unreadable" in cli.stdout

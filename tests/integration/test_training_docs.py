@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
 import pytest
 
@@ -16,7 +15,7 @@ DOC = (ROOT / "docs" / "training.md").read_text()
 
 def _example(section: str) -> str:
     """The first Python block after the heading ``section``."""
-    after = DOC[DOC.index(f"\n## {section}\n"):]
+    after = DOC[DOC.index(f"\n## {section}\n") :]
     return re.search(r"```python\n(.*?)```", after, re.S).group(1)
 
 

@@ -186,8 +186,15 @@ def test_kinds_inferred_and_overridden(tmp_path):
     )
     version = catalog.register("kinds", [_write(tmp_path / "k.parquet", table)], kinds={"meta": "text"})
     assert version.kinds == {
-        "text": "text", "input_ids": "tokens", "loss_mask": "mask", "labels": "labels", "messages": "chat",
-        "image": "image", "video": "video", "meta": "text", "score": "scalar",
+        "text": "text",
+        "input_ids": "tokens",
+        "loss_mask": "mask",
+        "labels": "labels",
+        "messages": "chat",
+        "image": "image",
+        "video": "video",
+        "meta": "text",
+        "score": "scalar",
     }
     with pytest.raises(RegistrationError, match="unknown field kind 'nope'"):
         catalog.register("kinds", [str(tmp_path / "k.parquet")], kinds={"text": "nope"})

@@ -27,8 +27,12 @@ def test_text_and_packed_batches_collate_to_arrays_and_lists(tmp_path):
     packed = catalog.create_run(
         "packed",
         ReadPlan(
-            [Source("alpha@v1", transforms=[Tokenize("text", tokenizer="words")])], seed=1, global_batch_size=4, steps=3,
-            streams=2, transforms=[Pack(seq_len=16, docs_per_block=8)],
+            [Source("alpha@v1", transforms=[Tokenize("text", tokenizer="words")])],
+            seed=1,
+            global_batch_size=4,
+            steps=3,
+            streams=2,
+            transforms=[Pack(seq_len=16, docs_per_block=8)],
         ),
     )
     batch = packed.batch(1, 0, world_size=1)

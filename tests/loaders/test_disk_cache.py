@@ -22,7 +22,6 @@ from loaders.disk_cache import DiskCache, parse_bytes
 from tests.support.s3server import S3Bucket, env_for_subprocess
 
 
-
 def content(uri: str, offset: int, length: int) -> bytes:
     """Deterministic bytes standing in for a remote range."""
     out = bytearray()
@@ -142,8 +141,7 @@ def test_one_fetch_per_range_for_concurrent_threads(tmp_path: Path) -> None:
 
     results: list[bytes] = []
     threads = [
-        threading.Thread(target=lambda: results.append(cache.get_or_fetch("s3://b/s", 0, 64, validator="v", fetch=fetch)))
-        for _ in range(8)
+        threading.Thread(target=lambda: results.append(cache.get_or_fetch("s3://b/s", 0, 64, validator="v", fetch=fetch))) for _ in range(8)
     ]
     for thread in threads:
         thread.start()

@@ -38,8 +38,13 @@ def _catalog(tmp_path: Path) -> Catalog:
 
 
 PLAN = ReadPlan(
-    [Source("alpha@v1", weight=2.0), Source("beta@v1", weight=1.0)], seed=7, global_batch_size=8, steps=12, streams=4,
-    shuffle=Shuffle(chunk_size=6, window_chunks=2), mixture_block=64,
+    [Source("alpha@v1", weight=2.0), Source("beta@v1", weight=1.0)],
+    seed=7,
+    global_batch_size=8,
+    steps=12,
+    streams=4,
+    shuffle=Shuffle(chunk_size=6, window_chunks=2),
+    mixture_block=64,
 )
 
 
@@ -50,10 +55,18 @@ FORMAT_2_KEYS = {
 }
 #: A fixed-block packed run of read format 2: (step, documents of samples 0 and 1, sample 1's ids and positions).
 FORMAT_2_PACKED = [
-    (0, [["alpha-52", "alpha-75"], ["alpha-75", "beta-0", "alpha-77"]],
-     [5, 5, 5, 0, 3, 9, 4, 2, 5, 0, 3, 86, 4, 2, 5, 0], [7, 8, 9, 10, 0, 1, 2, 3, 4, 5, 0, 1, 2, 3, 4, 5]),
-    (5, [["beta-9", "alpha-3", "alpha-4"], ["alpha-4", "beta-1"]],
-     [13, 4, 2, 5, 5, 5, 5, 5, 0, 3, 10, 4, 2, 5, 5, 0], [1, 2, 3, 4, 5, 6, 7, 8, 9, 0, 1, 2, 3, 4, 5, 6]),
+    (
+        0,
+        [["alpha-52", "alpha-75"], ["alpha-75", "beta-0", "alpha-77"]],
+        [5, 5, 5, 0, 3, 9, 4, 2, 5, 0, 3, 86, 4, 2, 5, 0],
+        [7, 8, 9, 10, 0, 1, 2, 3, 4, 5, 0, 1, 2, 3, 4, 5],
+    ),
+    (
+        5,
+        [["beta-9", "alpha-3", "alpha-4"], ["alpha-4", "beta-1"]],
+        [13, 4, 2, 5, 5, 5, 5, 5, 0, 3, 10, 4, 2, 5, 5, 0],
+        [1, 2, 3, 4, 5, 6, 7, 8, 9, 0, 1, 2, 3, 4, 5, 6],
+    ),
 ]
 
 
@@ -112,7 +125,12 @@ def test_a_format_2_fixed_block_packed_run_keeps_its_sequences_and_positions(tmp
     tokenize = [Tokenize("text", tokenizer="words")]
     plan = ReadPlan(
         [Source("alpha@v1", weight=2.0, transforms=tokenize), Source("beta@v1", weight=1.0, transforms=tokenize)],
-        seed=4, global_batch_size=4, steps=6, streams=2, shuffle=Shuffle(chunk_size=6, window_chunks=2), mixture_block=64,
+        seed=4,
+        global_batch_size=4,
+        steps=6,
+        streams=2,
+        shuffle=Shuffle(chunk_size=6, window_chunks=2),
+        mixture_block=64,
         transforms=[Pack(seq_len=16, docs_per_block=8, strategy="block")],
     )
     run = catalog.create_run("p", plan)
@@ -134,7 +152,12 @@ def test_format_1_plans_keep_full_size_crops():
     manifest = {"plan": stored, "resolved": {}}
     crop = ReadPlan.from_json(stored_plan_json(manifest)).sources[0].transforms[0]
     assert crop.reduced_decode is False
-    assert ReadPlan.from_json(stored_plan_json({"plan": plan.to_json(), "resolved": {"read_format": 2}})).sources[0].transforms[0].reduced_decode
+    assert (
+        ReadPlan.from_json(stored_plan_json({"plan": plan.to_json(), "resolved": {"read_format": 2}}))
+        .sources[0]
+        .transforms[0]
+        .reduced_decode
+    )
 
 
 def test_format_1_digests_are_the_first_release_digests():
@@ -155,8 +178,19 @@ def test_a_ledger_written_in_digest_format_1_still_verifies_and_still_catches_ch
     for step in range(3):
         batch = run.batch(step, 0, world_size=1)
         digest, samples = batch_digests_v1(batch)
-        lines.append({"t": "batch", "step": step, "rank": 0, "world_size": 1, "digest": digest, "indices": batch.indices,
-                      "keys": batch.keys, "samples": samples, "time": 0.0})  # no digest_format: the first release's lines
+        lines.append(
+            {
+                "t": "batch",
+                "step": step,
+                "rank": 0,
+                "world_size": 1,
+                "digest": digest,
+                "indices": batch.indices,
+                "keys": batch.keys,
+                "samples": samples,
+                "time": 0.0,
+            }
+        )  # no digest_format: the first release's lines
     lines[2]["digest"] = "0" * 32
     lines[2]["samples"][3] = "0" * 16
     (ledger / "w1-r0.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))

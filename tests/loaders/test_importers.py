@@ -122,7 +122,7 @@ def test_jsonl_bad_line_names_file_and_line_and_changes_nothing(catalog: Catalog
 @pytest.mark.parametrize(
     ("lines", "message"),
     [
-        (['{"a": 1}', '[1, 2]'], r"x\.jsonl:2: expected a JSON object, got list"),
+        (['{"a": 1}', "[1, 2]"], r"x\.jsonl:2: expected a JSON object, got list"),
         (['{"a": 1}', '{"a": 2}', '{"a": "three"}'], r"x\.jsonl:3: column 'a' holds string here but int64 in earlier lines"),
         (['{"a": [1, "x"]}'], r"x\.jsonl:1: cannot be stored as Arrow columns"),
         (['{"a": {}}'], r"column 'a' .* always an empty object"),

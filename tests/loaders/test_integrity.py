@@ -16,11 +16,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from loaders import AmbiguousKey, CatalogCorrupt, Catalog, CorruptData, MediaChanged, RegistrationError, SampleNotFound, VersionNotFound
+from loaders import AmbiguousKey, Catalog, CatalogCorrupt, CorruptData, MediaChanged, RegistrationError, SampleNotFound, VersionNotFound
 from loaders.importers import import_jsonl
 from loaders.keys import index_metadata, suffixed_keys
 from loaders.version import _OPEN, _VERIFIED_INDEXES, clear_read_caches
-
 from tests.corpus import media_faults as media
 from tests.corpus import parquet_faults as faults
 from tests.corpus.legacy import register_unchecked
@@ -171,8 +170,9 @@ def test_allowed_duplicates_get_stable_suffixes_and_every_link_shows_its_own_rec
     assert suffixed_keys(["x", "x", "x~1"]) == {1: "x~2"}
     from loaders import ReadPlan, Shuffle, Source
 
-    run = catalog.create_run("dup-run", ReadPlan([Source(f"dup@{version.id}")], seed=0, global_batch_size=5,
-                                                 steps=1, streams=1, shuffle=Shuffle(enabled=False)))
+    run = catalog.create_run(
+        "dup-run", ReadPlan([Source(f"dup@{version.id}")], seed=0, global_batch_size=5, steps=1, streams=1, shuffle=Shuffle(enabled=False))
+    )
     batch = run.batch(0, 0)  # the read path (and so the ledger) names rows by the same keys as the links
     assert sorted(batch.keys) == sorted(linked) and sorted(d.key for s in batch.samples for d in s.documents) == sorted(linked)
 
@@ -219,7 +219,9 @@ def _media_dataset(tmp_path: Path) -> tuple[str, Path]:
     image = tmp_path / "src" / "images" / "a.png"
     image.write_bytes(media.small_png(side=16))
     kind = pa.struct([("bytes", pa.binary()), ("path", pa.string())])
-    table = pa.table({"id": ["a", "b"], "image": pa.array([{"bytes": None, "path": "images/a.png"}, {"bytes": None, "path": "images/gone.png"}], kind)})
+    table = pa.table(
+        {"id": ["a", "b"], "image": pa.array([{"bytes": None, "path": "images/a.png"}, {"bytes": None, "path": "images/gone.png"}], kind)}
+    )
     return _write(tmp_path / "src" / "part-0.parquet", table), image
 
 
@@ -422,7 +424,9 @@ def test_training_transforms_read_media_stored_by_path_only_as_registered(catalo
     "content, complaint",
     [(b"{not json", "run manifest is not valid JSON"), (b'{"format": "batchscope.run/1"}', "run manifest is malformed")],
 )
-def test_an_unreadable_run_manifest_is_one_line_naming_it_and_other_runs_still_open(catalog: Catalog, tmp_path: Path, content, complaint) -> None:
+def test_an_unreadable_run_manifest_is_one_line_naming_it_and_other_runs_still_open(
+    catalog: Catalog, tmp_path: Path, content, complaint
+) -> None:
     from loaders import ReadPlan, Source
 
     catalog.register("texts", [_write(tmp_path / "a.parquet", _texts(["x", "y"]))], key="id")

@@ -37,15 +37,22 @@ TOKENIZE = [Tokenize("text", tokenizer="words")]
 def _plan(weights, seq_len, batch, streams, *, steps=8, epochs=None, seed=5, chunk=None, **pack) -> ReadPlan:
     return ReadPlan(
         [Source(f"{n}@v1", weight=float(w), transforms=TOKENIZE) for n, w in zip(NAMES, weights)],
-        seed=seed, global_batch_size=batch, streams=streams, steps=None if epochs else steps, epochs=epochs,
-        shuffle=Shuffle(chunk_size=chunk, window_chunks=2), transforms=[Pack(seq_len=seq_len, **pack)],
+        seed=seed,
+        global_batch_size=batch,
+        streams=streams,
+        steps=None if epochs else steps,
+        epochs=epochs,
+        shuffle=Shuffle(chunk_size=chunk, window_chunks=2),
+        transforms=[Pack(seq_len=seq_len, **pack)],
     )
 
 
 def _document_lengths(catalog: Catalog, name: str) -> dict[str, int]:
     tokenizer = catalog.tokenizer("words")
     version = catalog.resolve(f"{name}@v1")
-    return {r["id"]: len(tokenizer.encode(r["text"], add_special_tokens=False).ids) + 1 for r in version.read_indices(np.arange(version.rows))}
+    return {
+        r["id"]: len(tokenizer.encode(r["text"], add_special_tokens=False).ids) + 1 for r in version.read_indices(np.arange(version.rows))
+    }
 
 
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -146,7 +153,11 @@ def test_stale_token_counts_are_rebuilt_and_wrong_ones_refused(catalog, entry_na
 
 def test_a_document_transform_that_is_not_deterministic_is_caught(catalog):
     plan = ReadPlan(
-        [Source("alpha@v1", transforms=[UserFunction("tests.support.unstable_transform:grow"), *TOKENIZE])], seed=1, global_batch_size=2, steps=4, streams=2,
+        [Source("alpha@v1", transforms=[UserFunction("tests.support.unstable_transform:grow"), *TOKENIZE])],
+        seed=1,
+        global_batch_size=2,
+        steps=4,
+        streams=2,
         transforms=[Pack(seq_len=16)],
     )
     run = catalog.create_run(f"p{next(_names)}", plan)
@@ -216,8 +227,13 @@ def test_a_sequence_deep_in_a_window_reads_only_its_own_documents(long_catalog, 
     from loaders.documents import DocumentSource
 
     plan = ReadPlan(
-        [Source("many@v1", transforms=TOKENIZE)], seed=3, global_batch_size=2, streams=1, steps=4,
-        shuffle=Shuffle(chunk_size=500, window_chunks=2), transforms=[Pack(seq_len=32)],
+        [Source("many@v1", transforms=TOKENIZE)],
+        seed=3,
+        global_batch_size=2,
+        streams=1,
+        steps=4,
+        shuffle=Shuffle(chunk_size=500, window_chunks=2),
+        transforms=[Pack(seq_len=32)],
     )
     run = long_catalog.create_run("deep", plan)
     read: list[int] = []
@@ -243,7 +259,12 @@ def test_a_document_that_does_not_match_its_record_count_is_caught(catalog, monk
     monkeypatch.setattr(concat_packing, "MIN_PIECE", 0)
     plan = ReadPlan(
         [Source("gamma@v1", transforms=[UserFunction("tests.support.unstable_transform:grow"), *TOKENIZE])],
-        seed=1, global_batch_size=2, steps=8, streams=1, shuffle=Shuffle(chunk_size=20, window_chunks=2), transforms=[Pack(seq_len=8)],
+        seed=1,
+        global_batch_size=2,
+        steps=8,
+        streams=1,
+        shuffle=Shuffle(chunk_size=20, window_chunks=2),
+        transforms=[Pack(seq_len=8)],
     )
     run = catalog.create_run(f"p{next(_names)}", plan)
     refusals = []

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-import io
 import inspect
+import io
 import subprocess
 import sys
 from pathlib import Path

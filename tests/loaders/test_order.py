@@ -73,8 +73,13 @@ def test_tiny_weight_is_rejected_with_the_value_and_a_fix():
 
 @settings(max_examples=40, deadline=None)
 @given(
-    rows=st.integers(1, 300), chunk=st.integers(1, 50), streams=st.integers(1, 6), window=st.integers(1, 3),
-    shuffle=st.booleans(), start=st.integers(0, 2000), count=st.integers(1, 40),
+    rows=st.integers(1, 300),
+    chunk=st.integers(1, 50),
+    streams=st.integers(1, 6),
+    window=st.integers(1, 3),
+    shuffle=st.booleans(),
+    start=st.integers(0, 2000),
+    count=st.integers(1, 40),
 )
 def test_vectorized_records_equal_scalar(rows, chunk, streams, window, shuffle, start, count):
     import numpy as np

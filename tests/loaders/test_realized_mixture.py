@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter
+
 import numpy as np
 import pytest
 
@@ -33,8 +34,14 @@ _names = iter(range(10**9))
 def _run(catalog: Catalog, weights, *, batch=6, streams=3, steps=14, tokenize=False, pack=None, fmt=3, **extra) -> Run:
     sources = [Source(f"{n}@v1", weight=float(w), transforms=TOKENIZE if tokenize else []) for n, w in zip(NAMES, weights)]
     plan = ReadPlan(
-        sources, seed=3, global_batch_size=batch, streams=streams, steps=steps, shuffle=Shuffle(chunk_size=4, window_chunks=2),
-        mixture_block=64, transforms=[pack] if pack is not None else [],
+        sources,
+        seed=3,
+        global_batch_size=batch,
+        streams=streams,
+        steps=steps,
+        shuffle=Shuffle(chunk_size=4, window_chunks=2),
+        mixture_block=64,
+        transforms=[pack] if pack is not None else [],
     )
     run = catalog.create_run(f"mix-{next(_names)}", plan)
     return run if fmt == 3 else Run(catalog, _as_format(run.manifest, fmt, **extra))
@@ -180,4 +187,9 @@ def test_step_mix_counts_every_rank_of_a_step_against_the_plan(catalog):
     assert [round(r["planned"], 6) for r in rows] == [0.625, 0.25, 0.125]
     for r in rows:
         assert r["samples_deviation"] == pytest.approx(r["samples"] / 6 - r["planned"])
-        assert r["tokens"] == sum(len(s.inputs["input_ids"]) for b in batches for s in b.samples if s.documents[0].source == NAMES.index(r["source"].split("@")[0]))
+        assert r["tokens"] == sum(
+            len(s.inputs["input_ids"])
+            for b in batches
+            for s in b.samples
+            if s.documents[0].source == NAMES.index(r["source"].split("@")[0])
+        )

@@ -122,7 +122,10 @@ def test_transient_statuses_are_retried_until_the_bytes_come(server: ScriptedSer
     assert server.requests[f"/transient-{status}"] == 3
 
 
-@pytest.mark.parametrize(("status", "error"), [(404, FileNotFoundError), (410, FileNotFoundError), (403, PermissionError), (401, PermissionError), (400, StorageError)])
+@pytest.mark.parametrize(
+    ("status", "error"),
+    [(404, FileNotFoundError), (410, FileNotFoundError), (403, PermissionError), (401, PermissionError), (400, StorageError)],
+)
 def test_permanent_statuses_fail_at_once(server: ScriptedServer, status: int, error: type[Exception]) -> None:
     path = f"/permanent-{status}"
     url = server.url(path, status, "ok")

@@ -72,7 +72,9 @@ def rollout_rows(rows: list[tuple[str, str, float, str, int, int]]) -> list[dict
     ]
 
 
-def register(catalog: Catalog, directory: Path, rows: list[tuple[str, str, float, str, int, int]], *, name: str = "rollouts") -> DatasetVersion:
+def register(
+    catalog: Catalog, directory: Path, rows: list[tuple[str, str, float, str, int, int]], *, name: str = "rollouts"
+) -> DatasetVersion:
     schema = pa.schema([("id", pa.string()), ("step", pa.int32()), ("rollout", ROLLOUT)])
     table = pa.Table.from_pylist(rollout_rows(rows), schema=schema)
     return catalog.register(name, write_parquet(table, directory, shards=2, row_group=2), key="id")
@@ -173,7 +175,10 @@ def test_a_group_page_reads_only_the_small_fields(rollouts: tuple[Catalog, Datas
     columns = light_columns(version, "rollout")
     assert columns == ["id", "rollout.prompt", "rollout.completion", "rollout.reward", "rollout.group_id", "rollout.finish_reason"]
     (record,) = rollout_records(version, [version.locate(4)], columns)
-    assert record == {"id": "b-1", "rollout": {"prompt": "prompt of b", "completion": "completion b-1", "reward": 1.0, "group_id": "b", "finish_reason": "stop"}}
+    assert record == {
+        "id": "b-1",
+        "rollout": {"prompt": "prompt of b", "completion": "completion b-1", "reward": 1.0, "group_id": "b", "finish_reason": "stop"},
+    }
 
 
 # -- a batch judged by whole groups -------------------------------------------------------------------
@@ -198,7 +203,14 @@ def test_a_large_source_without_an_index_is_not_scanned_for_a_batch(rollouts: tu
 
 
 # -- episodes ----------------------------------------------------------------------------------------
-EPISODE = pa.struct([("frames", pa.list_(pa.binary())), ("actions", pa.list_(pa.int64())), ("rewards", pa.list_(pa.float64())), ("dones", pa.list_(pa.bool_()))])
+EPISODE = pa.struct(
+    [
+        ("frames", pa.list_(pa.binary())),
+        ("actions", pa.list_(pa.int64())),
+        ("rewards", pa.list_(pa.float64())),
+        ("dones", pa.list_(pa.bool_())),
+    ]
+)
 
 
 def register_episodes(catalog: Catalog, directory: Path) -> DatasetVersion:
@@ -243,4 +255,6 @@ def test_episode_table_orders_and_warnings(tmp_path: Path) -> None:
     with pytest.raises(InvalidQuery, match="sort 'colour' is not one of index, return, length"):
         episode_order(table, "colour")
     facts = episode_facts(version.sample("e-2")["episode"], record=version.sample("e-2"))
-    assert facts.total_return == 3.0 and facts.excluded == [1] and facts.warnings[0] == "frames has 2 entries for 3 steps (a frame is missing)"
+    assert (
+        facts.total_return == 3.0 and facts.excluded == [1] and facts.warnings[0] == "frames has 2 entries for 3 steps (a frame is missing)"
+    )

@@ -9,7 +9,20 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from loaders import Batch, Catalog, InvalidPlan, Pack, RankOutOfRange, ReadPlan, Sample, Shuffle, Source, StateMismatch, StepOutOfRange, Tokenize
+from loaders import (
+    Batch,
+    Catalog,
+    InvalidPlan,
+    Pack,
+    RankOutOfRange,
+    ReadPlan,
+    Sample,
+    Shuffle,
+    Source,
+    StateMismatch,
+    StepOutOfRange,
+    Tokenize,
+)
 from tests.support.readpath import assert_partition, assert_resumes_identically, batch_view, read_all, write_text_dataset
 
 
@@ -93,16 +106,25 @@ def test_columnar_batches_equal_their_sample_objects(catalog, plan, step, tokeni
     if tokenize:
         sources = [Source(s.ref, weight=s.weight, transforms=[Tokenize("text", tokenizer="words")]) for s in plan.sources]
         plan = ReadPlan(
-            sources, seed=plan.seed, global_batch_size=plan.global_batch_size, steps=12, streams=plan.streams,
-            shuffle=plan.shuffle, mixture_block=plan.mixture_block,
+            sources,
+            seed=plan.seed,
+            global_batch_size=plan.global_batch_size,
+            steps=12,
+            streams=plan.streams,
+            shuffle=plan.shuffle,
+            mixture_block=plan.mixture_block,
         )
     run = _run(catalog, plan)
     batch = run.batch(step, 0, world_size=1)
     columnar = (batch.sample_digests, batch.indices, batch.keys, batch.records, [dict(i) for i in batch.inputs], len(batch))
     samples = batch.samples
     assert columnar == (
-        [s.digest for s in samples], [s.index for s in samples], [s.key for s in samples], [s.record for s in samples],
-        [s.inputs for s in samples], len(samples),
+        [s.digest for s in samples],
+        [s.index for s in samples],
+        [s.key for s in samples],
+        [s.record for s in samples],
+        [s.inputs for s in samples],
+        len(samples),
     )
     rebuilt = _rebuilt(batch)
     assert rebuilt.sample_digests == columnar[0] and rebuilt.digest == batch.digest
@@ -116,7 +138,13 @@ def test_digests_cover_index_address_and_made_inputs(catalog):
     sample = base.samples[2]
     changed = [
         Sample(sample.index + 1, sample.position, sample.stream, sample.documents, sample.inputs),
-        Sample(sample.index, sample.position, sample.stream, [replace(sample.documents[0], address=replace(sample.address, row=sample.address.row + 1))], sample.inputs),
+        Sample(
+            sample.index,
+            sample.position,
+            sample.stream,
+            [replace(sample.documents[0], address=replace(sample.address, row=sample.address.row + 1))],
+            sample.inputs,
+        ),
         Sample(sample.index, sample.position, sample.stream, sample.documents, {**sample.inputs, "extra": [1, 2]}),
         Sample(sample.index, sample.position, sample.stream, sample.documents, {**sample.inputs, "text": sample.record["text"] + "!"}),
     ]
@@ -143,7 +171,9 @@ def test_same_manifest_same_bytes_in_a_fresh_process(catalog, tmp_path):
     import subprocess
     import sys
 
-    run = _run(catalog, ReadPlan([Source("alpha@v1", weight=2), Source("beta@v1", weight=1)], seed=9, global_batch_size=6, steps=5, streams=3))
+    run = _run(
+        catalog, ReadPlan([Source("alpha@v1", weight=2), Source("beta@v1", weight=1)], seed=9, global_batch_size=6, steps=5, streams=3)
+    )
     here = [(s.index, s.key, s.digest) for s in run.batch(3, 2, world_size=3).samples]
     code = (
         "import json,sys; from loaders import Catalog; r=Catalog(sys.argv[1]).run(sys.argv[2]);"
@@ -157,7 +187,10 @@ def test_same_manifest_same_bytes_in_a_fresh_process(catalog, tmp_path):
 def test_packed_plan_spans_masks_and_positions(catalog, strategy):
     plan = ReadPlan(
         [Source("alpha@v1", transforms=[Tokenize("text", tokenizer="words")])],
-        seed=4, global_batch_size=4, steps=6, streams=2,
+        seed=4,
+        global_batch_size=4,
+        steps=6,
+        streams=2,
         transforms=[Pack(seq_len=16, docs_per_block=8, strategy=strategy)],
     )
     run = _run(catalog, plan)
@@ -183,7 +216,11 @@ def test_packed_plan_spans_masks_and_positions(catalog, strategy):
 
 def test_sequence_position_ids_number_every_sequence(catalog):
     plan = ReadPlan(
-        [Source("alpha@v1", transforms=[Tokenize("text", tokenizer="words")])], seed=4, global_batch_size=2, steps=3, streams=2,
+        [Source("alpha@v1", transforms=[Tokenize("text", tokenizer="words")])],
+        seed=4,
+        global_batch_size=2,
+        steps=3,
+        streams=2,
         transforms=[Pack(seq_len=16, position_ids="sequence")],
     )
     for sample in _run(catalog, plan).batch(1, 0, world_size=1).samples:

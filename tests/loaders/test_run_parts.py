@@ -24,11 +24,20 @@ from tests.loaders.test_run import _tokenizer_json
 from tests.support.readpath import write_text_dataset
 
 PLAN = ReadPlan(
-    [Source("alpha@v1", weight=2.0), Source("beta@v1", weight=1.0)], seed=7, global_batch_size=8, steps=12, streams=4,
-    shuffle=Shuffle(chunk_size=6, window_chunks=2), mixture_block=64,
+    [Source("alpha@v1", weight=2.0), Source("beta@v1", weight=1.0)],
+    seed=7,
+    global_batch_size=8,
+    steps=12,
+    streams=4,
+    shuffle=Shuffle(chunk_size=6, window_chunks=2),
+    mixture_block=64,
 )
 PACKED = ReadPlan(
-    [Source("alpha@v1", transforms=[Tokenize("text", tokenizer="words")])], seed=3, global_batch_size=4, steps=6, streams=2,
+    [Source("alpha@v1", transforms=[Tokenize("text", tokenizer="words")])],
+    seed=3,
+    global_batch_size=4,
+    steps=6,
+    streams=2,
     transforms=[Pack(seq_len=16, docs_per_block=8, strategy="block")],
 )
 
@@ -62,8 +71,7 @@ def _documents(run: Run) -> DocumentSource:
 def _record_indices(run: Run, batch) -> list[tuple[int, int, int]]:
     """``(source, record index, epoch)`` of each sample of an unpacked batch, from what was read."""
     return [
-        (d.source, run.version(d.source).index_of(d.address.shard, d.address.row), d.epoch)
-        for d in (s.documents[0] for s in batch.samples)
+        (d.source, run.version(d.source).index_of(d.address.shard, d.address.row), d.epoch) for d in (s.documents[0] for s in batch.samples)
     ]
 
 

@@ -118,9 +118,10 @@ def test_a_weight_too_small_for_one_step_is_honoured_over_the_smallest_window(ca
     assert set(beta) == {0, 1} and sum(beta) == 4  # one sample in every 16 steps (1 of 1024 positions)
     assert all(sum(beta[t : t + 16]) == 1 for t in range(0, 64, 16))
     with pytest.raises(InvalidPlan, match="raise mixture_block"):
-        catalog.create_run(f"m{next(_names)}", ReadPlan(
-            [Source("alpha@v1", weight=0.9999), Source("beta@v1", weight=0.0001)], seed=3, global_batch_size=64, steps=4
-        ))
+        catalog.create_run(
+            f"m{next(_names)}",
+            ReadPlan([Source("alpha@v1", weight=0.9999), Source("beta@v1", weight=0.0001)], seed=3, global_batch_size=64, steps=4),
+        )
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -133,8 +134,12 @@ def test_runs_mix_every_step_at_every_world_size(catalog, weights, batch, data):
     streams = _divisor(data.draw, batch)
     names = NAMES[: len(weights)]
     plan = ReadPlan(
-        [Source(f"{n}@v1", weight=float(w)) for n, w in zip(names, weights)], seed=data.draw(st.integers(0, 99)),
-        global_batch_size=batch, steps=12, streams=streams, mixture_block=data.draw(st.integers(len(weights), 200)),
+        [Source(f"{n}@v1", weight=float(w)) for n, w in zip(names, weights)],
+        seed=data.draw(st.integers(0, 99)),
+        global_batch_size=batch,
+        steps=12,
+        streams=streams,
+        mixture_block=data.draw(st.integers(len(weights), 200)),
     )
     try:
         run = catalog.create_run(f"m{next(_names)}", plan)
@@ -158,8 +163,13 @@ def test_runs_mix_every_step_at_every_world_size(catalog, weights, batch, data):
 
 @settings(max_examples=60, deadline=None)
 @given(
-    rows=st.integers(1, 400), chunk=st.integers(1, 50), rates=st.lists(st.integers(0, 5), min_size=1, max_size=6),
-    window=st.integers(1, 3), aligned=st.booleans(), shuffle=st.booleans(), draws=st.lists(st.integers(0, 5000), max_size=20),
+    rows=st.integers(1, 400),
+    chunk=st.integers(1, 50),
+    rates=st.lists(st.integers(0, 5), min_size=1, max_size=6),
+    window=st.integers(1, 3),
+    aligned=st.booleans(),
+    shuffle=st.booleans(),
+    draws=st.lists(st.integers(0, 5000), max_size=20),
 )
 def test_one_draw_in_plain_integers_is_the_vectorized_draw(rows, chunk, rates, window, aligned, shuffle, draws):
     from loaders.lane_order import LaneOrder

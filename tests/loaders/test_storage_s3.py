@@ -19,7 +19,6 @@ from tests.support.nginx import NginxServer
 from tests.support.s3server import S3Bucket
 
 
-
 @pytest.fixture(autouse=True)
 def _private_disk_cache(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setenv("BATCHSCOPE_CACHE_DIR", str(tmp_path / "cache"))

@@ -28,6 +28,7 @@ def catalog(tmp_path_factory) -> Catalog:
 
 _names = iter(range(10**9))
 
+
 def _inverse(run: Run) -> Reads:
     found: Reads = {}
     for source, resolved in enumerate(run.sources):
@@ -69,11 +70,17 @@ unpacked = dict(
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(**unpacked, fmt=st.sampled_from([1, 2, 3]))
-def test_unpacked_reads_invert_to_the_batches_that_hold_them(catalog, weights, per_stream, streams, chunk, window, shuffle, seed, data, fmt):
+def test_unpacked_reads_invert_to_the_batches_that_hold_them(
+    catalog, weights, per_stream, streams, chunk, window, shuffle, seed, data, fmt
+):
     plan = ReadPlan(
         [Source(f"{n}@v1", weight=float(w)) for n, w in zip(NAMES, weights)],
-        seed=seed, global_batch_size=per_stream * streams, steps=14, streams=streams,
-        shuffle=Shuffle(enabled=shuffle, chunk_size=chunk, window_chunks=window), mixture_block=16,
+        seed=seed,
+        global_batch_size=per_stream * streams,
+        steps=14,
+        streams=streams,
+        shuffle=Shuffle(enabled=shuffle, chunk_size=chunk, window_chunks=window),
+        mixture_block=16,
     )
     run = catalog.create_run(f"u{next(_names)}", plan)
     if fmt < 3:
@@ -94,8 +101,12 @@ def test_lossless_packed_documents_invert_to_every_sequence_holding_their_tokens
     streams = data.draw(st.sampled_from(_allowed(batch)))
     plan = ReadPlan(
         [Source(f"{n}@v1", weight=float(w), transforms=TOKENIZE) for n, w in zip(NAMES, weights)],
-        seed=3, global_batch_size=batch, steps=10, streams=streams,
-        shuffle=Shuffle(enabled=shuffle, chunk_size=chunk, window_chunks=2), transforms=[Pack(seq_len=seq_len)],
+        seed=3,
+        global_batch_size=batch,
+        steps=10,
+        streams=streams,
+        shuffle=Shuffle(enabled=shuffle, chunk_size=chunk, window_chunks=2),
+        transforms=[Pack(seq_len=seq_len)],
     )
     run = catalog.create_run(f"l{next(_names)}", plan)
     assert run.lossless_packing
@@ -114,7 +125,11 @@ def test_lossless_packed_documents_invert_to_every_sequence_holding_their_tokens
 def test_fixed_block_packed_documents_invert_and_dropped_tokens_are_no_read(catalog, docs, per_block, seq_len, streams, fmt, data):
     plan = ReadPlan(
         [Source("alpha@v1", weight=2.0, transforms=TOKENIZE), Source("beta@v1", weight=1.0, transforms=TOKENIZE)],
-        seed=1, global_batch_size=2 * streams, steps=8, streams=streams, mixture_block=16,
+        seed=1,
+        global_batch_size=2 * streams,
+        steps=8,
+        streams=streams,
+        mixture_block=16,
         transforms=[Pack(seq_len=seq_len, strategy="block", docs_per_block=docs, sequences_per_block=per_block)],
     )
     run = catalog.create_run(f"b{next(_names)}", plan)

@@ -51,7 +51,11 @@ def build_forensics_catalog(root: Path, write_parquet, word_tokenizer) -> Catalo
         # Two documents of 3-6 tokens per block cut into two 16-token sequences: the first is mostly padding,
         # the second all padding.
         return ReadPlan(
-            [Source("docs@v1", transforms=[Tokenize("text")])], seed=seed, global_batch_size=4, steps=STEPS, streams=2,
+            [Source("docs@v1", transforms=[Tokenize("text")])],
+            seed=seed,
+            global_batch_size=4,
+            steps=STEPS,
+            streams=2,
             transforms=[Pack(seq_len=16, docs_per_block=2, sequences_per_block=2, strategy="block")],
         )
 

@@ -88,11 +88,18 @@ def chat_pair(catalog: Catalog) -> Changes:
 
     def row(i: int, answer: str) -> dict[str, object]:
         rendered = render_chat(_chat(i, answer), tokenizer)
-        return {"id": f"chat-{i}", "messages": _chat(i, answer), "input_ids": list(rendered.input_ids), "loss_mask": list(rendered.loss_mask)}
+        return {
+            "id": f"chat-{i}",
+            "messages": _chat(i, answer),
+            "input_ids": list(rendered.input_ids),
+            "loss_mask": list(rendered.loss_mask),
+        }
 
     v1 = [row(i, answer) for i, answer in enumerate(answers)]
     v2 = [row(i, {1: "teal", 4: "gold"}.get(i, answer)) for i, answer in enumerate(answers) if i != 3] + [row(6, "red")]
-    schema = pa.schema([("id", pa.string()), ("messages", MESSAGES), ("input_ids", pa.list_(pa.int32())), ("loss_mask", pa.list_(pa.int8()))])
+    schema = pa.schema(
+        [("id", pa.string()), ("messages", MESSAGES), ("input_ids", pa.list_(pa.int32())), ("loss_mask", pa.list_(pa.int8()))]
+    )
     register_pair(
         catalog, "sft-chat", pa.Table.from_pylist(v1, schema), pa.Table.from_pylist(v2, schema), rows_per_shard=4, tokenizer=CHAT_TOKENIZER
     )
@@ -129,8 +136,12 @@ def image_pair(catalog: Catalog, *, rows: int = 12) -> Changes:
     removed, re_encoded, relabeled, recaptioned = (0, 6), (1, 3), 4, 8
     v1 = [_image_row(i) for i in range(rows)]
     v2 = [
-        _image_row(i, quality=35 if i in re_encoded else 92, label="ring" if i == relabeled else None,
-                   caption="picture reviewed in v2" if i == recaptioned else None)  # fmt: skip
+        _image_row(
+            i,
+            quality=35 if i in re_encoded else 92,
+            label="ring" if i == relabeled else None,
+            caption="picture reviewed in v2" if i == recaptioned else None,
+        )  # fmt: skip
         for i in range(rows + 2)
         if i not in removed
     ]

@@ -21,9 +21,17 @@ def main() -> None:
 
     torch.manual_seed(0)
     training = TrainingArguments(
-        str(Path(args.out) / "checkpoints"), max_steps=args.max_steps, save_steps=args.every, save_strategy="steps",
-        gradient_accumulation_steps=args.accumulate, learning_rate=0.1, report_to=[], use_cpu=True,
-        logging_steps=1, disable_tqdm=True, dataloader_num_workers=0,
+        str(Path(args.out) / "checkpoints"),
+        max_steps=args.max_steps,
+        save_steps=args.every,
+        save_strategy="steps",
+        gradient_accumulation_steps=args.accumulate,
+        learning_rate=0.1,
+        report_to=[],
+        use_cpu=True,
+        logging_steps=1,
+        disable_tqdm=True,
+        dataloader_num_workers=0,
     )
     model = TinyLM(received=args.out, pause_at=args.pause_at)
     run = Catalog(args.root).run(args.run)

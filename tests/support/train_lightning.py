@@ -41,9 +41,15 @@ def main() -> None:
     checkpoints = Path(args.out) / "checkpoints"
     saver = L.pytorch.callbacks.ModelCheckpoint(dirpath=checkpoints, filename="{step}", every_n_train_steps=args.every, save_top_k=-1)
     trainer = L.Trainer(
-        max_steps=args.max_steps, accumulate_grad_batches=args.accumulate, callbacks=[BatchscopeCallback(), saver],
-        accelerator="cpu", devices=1,
-        logger=False, enable_progress_bar=False, enable_model_summary=False, num_sanity_val_steps=0,
+        max_steps=args.max_steps,
+        accumulate_grad_batches=args.accumulate,
+        callbacks=[BatchscopeCallback(), saver],
+        accelerator="cpu",
+        devices=1,
+        logger=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        num_sanity_val_steps=0,
     )
     last = max(checkpoints.glob("step=*.ckpt"), key=lambda p: int(p.stem.split("=")[1]), default=None) if args.resume else None
     run = Catalog(args.root).run(args.run)

@@ -105,7 +105,11 @@ def make_lm_run(root: Path, *, steps: int, name: str = "lm", catalog: str = "cat
     catalog.put_tokenizer("words", word_tokenizer(words))
     plan = ReadPlan(
         [Source("corpus@v1", transforms=[Tokenize("text", tokenizer="words")])],
-        seed=5, global_batch_size=2, steps=steps, streams=2, transforms=[Pack(seq_len=16)],
+        seed=5,
+        global_batch_size=2,
+        steps=steps,
+        streams=2,
+        transforms=[Pack(seq_len=16)],
     )
     return catalog.create_run(name, plan)
 
@@ -141,7 +145,9 @@ def finish(process: subprocess.Popen[str], *, seconds: float = 180) -> None:
     assert process.returncode == 0, output
 
 
-def assert_each_step_trained_once(first: list[dict[str, Any]], second: list[dict[str, Any]], checkpoint_batches: int, expected: list[str]) -> None:
+def assert_each_step_trained_once(
+    first: list[dict[str, Any]], second: list[dict[str, Any]], checkpoint_batches: int, expected: list[str]
+) -> None:
     """The batches in the checkpoint (the first ``checkpoint_batches`` the killed process received) and everything the
     resumed process received are exactly the run's batches, each once, in order."""
     trained = [r["digest"] for r in first[:checkpoint_batches]] + [r["digest"] for r in second]
