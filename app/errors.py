@@ -16,7 +16,7 @@ from loaders.errors import BatchscopeError, InvalidQuery
 
 from .headers import HEADERS
 from .jsonable import html_only
-from .pages.common import Link
+from .links import Link
 from .responses import VARY, wants_fragment, wants_json
 
 log = logging.getLogger("batchscope.app")

@@ -7,17 +7,12 @@ from typing import TYPE_CHECKING
 
 from loaders.errors import RankOutOfRange
 
+from ..links import Link
+
+__all__ = ["Link", "Pager", "check_rank"]  # Link lives in app.links (error pages use it too); pages import it here
+
 if TYPE_CHECKING:
     from loaders import Run
-
-
-@dataclass(frozen=True)
-class Link:
-    """A labelled URL; ``rel`` marks ``prev``/``next`` links the keyboard follows."""
-
-    label: str
-    url: str
-    rel: str | None = None
 
 
 @dataclass(frozen=True)
