@@ -18,7 +18,7 @@ from loaders.media.audio import AudioInfo, Waveform, probe_audio, waveform
 
 from ..templating import human_bytes
 from .image import image_from_value, stored_path_of, where_of
-from .registry import CellView, ErrorView, FieldContext, View
+from .views import CellView, ErrorView, FieldContext, View
 
 #: Columns (and width in SVG units) of the waveform; its height.
 WAVE_WIDTH = 600

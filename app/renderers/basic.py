@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from ..reveal import visible_piece
-from .registry import CellView, FieldContext, View
+from .views import CellView, FieldContext, View
 
 MAX_NODES = 2000
 MAX_DEPTH = 64

@@ -14,9 +14,9 @@ from typing import TYPE_CHECKING, Any, ClassVar, Mapping, Sequence
 
 from loaders.chat import IM_END, IM_START, TRAINED_ROLES, header_length
 
-from .registry import CellView, FieldContext, View
 from .text import TextView, text_view
 from .tokens import TokenView, _int_list, companions, token_view
+from .views import CellView, FieldContext, View
 
 if TYPE_CHECKING:
     from tokenizers import Tokenizer

@@ -21,8 +21,8 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from loaders.diff import FieldDiff, PathChange, SeqOp, TextOp
 
 from ..reveal import WHITESPACE, visible_text
-from .registry import View
 from .tokens import Token, token_view
+from .views import View
 
 if TYPE_CHECKING:
     from tokenizers import Tokenizer

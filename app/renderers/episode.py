@@ -16,7 +16,7 @@ from loaders.rl.facts import as_float, number_text
 
 from .. import urls
 from ..svg import line_chart
-from .registry import CellView, FieldContext, View
+from .views import CellView, FieldContext, View
 
 
 def action_ticks(names: Any) -> list[tuple[float, str]] | None:

@@ -17,7 +17,7 @@ from loaders.media import ImageInfo, image_from_value, image_info, resolve_media
 
 from .. import urls
 from ..templating import human_bytes
-from .registry import CellView, ErrorView, FieldContext, View
+from .views import CellView, ErrorView, FieldContext, View
 
 #: Formats every browser shows; others are shown through a server-made rendition.
 BROWSER_FORMATS = frozenset({"PNG", "JPEG", "GIF", "WEBP"})

@@ -21,7 +21,7 @@ from loaders.kinds import KINDS
 from ..registries import unique
 from . import audio, basic, chat, episode, image, labels, model_media, rollout, text, tokens, video
 from .diff import ImageDiffView, StructDiffView, TextDiffView, TokenDiffView, ValueDiffView, VideoDiffView
-from .registry import CellView, Renderer, View
+from .views import CellView, Renderer, View
 
 
 @dataclass(frozen=True)

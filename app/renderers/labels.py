@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from .registry import CellView, FieldContext, View
+from .views import CellView, FieldContext, View
 
 
 def label_text(value: Any, names: list[str] | tuple[str, ...] | Any) -> str:

@@ -19,8 +19,8 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar, Mapping
 
 from .. import urls
-from .registry import CellView, ErrorView, FieldContext, View
 from .video import seconds
+from .views import CellView, ErrorView, FieldContext, View
 
 #: Longest side of the original-with-box image beside a crop.
 BOXED_SIDE = 512

@@ -13,9 +13,9 @@ from loaders.rl.facts import TRUNCATED, RolloutFacts, as_float, finite, number_t
 
 from .. import urls
 from .chat import ChatView, chat_view
-from .registry import CellView, FieldContext, View
 from .text import TextView, text_view
 from .tokens import TokenView, token_view
+from .views import CellView, FieldContext, View
 
 if TYPE_CHECKING:
     from tokenizers import Tokenizer

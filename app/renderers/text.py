@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from ..reveal import HIDDEN_CLASS, OTHER_SPACE, WHITESPACE, is_invisible, stand_in
-from .registry import FieldContext, View
+from .views import FieldContext, View
 
 #: Whitespace and hidden characters: split out of the text to be shown as segments of their own.
 _SPECIAL = re.compile(f"[\\s{HIDDEN_CLASS}]+")

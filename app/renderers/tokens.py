@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Mapping, Sequence
 
 from ..reveal import visible_piece
-from .registry import CellView, FieldContext, View
+from .views import CellView, FieldContext, View
 
 if TYPE_CHECKING:
     from tokenizers import Tokenizer

@@ -20,7 +20,7 @@ from loaders.media import VideoInfo, probe
 from .. import urls
 from ..templating import human_bytes
 from .image import fit, stored_path_of, where_of
-from .registry import CellView, ErrorView, FieldContext, View
+from .views import CellView, ErrorView, FieldContext, View
 
 #: Frames in a filmstrip over the whole clip.
 STRIP_FRAMES = 10
