@@ -8,7 +8,9 @@ from typing import Annotated, Optional
 
 import typer
 from rich.table import Table
+from rich.text import Text
 
+from ..reveal import visible, visible_text
 from .common import RootOption, console, friendly_errors, open_catalog
 
 flags_app = typer.Typer(help="Flagged samples: list them, export them as JSON lines or as a key file for --exclude.", no_args_is_help=True)
@@ -36,7 +38,8 @@ def list_flags(dataset: DatasetOption = None, tag: TagOption = None, limit: int 
     with friendly_errors():
         table = Table("id", "dataset@version", "key", "note", "tags", "created")
         for flag in _store(root).list(FlagFilter(dataset=dataset, tag=tag), limit=limit):
-            table.add_row(str(flag.id), f"{flag.dataset}@{flag.version[:12]}", flag.key, flag.note, ", ".join(flag.tags), flag.created)
+            shown = (visible(flag.key), visible_text(flag.note), visible(", ".join(flag.tags)))  # hostile text: revealed,
+            table.add_row(str(flag.id), f"{flag.dataset}@{flag.version[:12]}", *map(Text, shown), flag.created)  # never markup
         console.print(table)
 
 

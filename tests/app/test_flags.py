@@ -196,3 +196,25 @@ def test_cli_exports_what_the_server_serves(make_client: Callable[..., TestClien
 
     assert run("export", "--keys", "--tag", "spam") == client.get(urls.flags_keys(tag="spam")).text == "doc-1\n"
     assert run("export", "--dataset", "docs") == client.get(urls.flags_jsonl(dataset="docs")).text
+
+
+def test_cli_list_shows_hostile_flag_text_revealed_and_never_as_markup(inspector_catalog: Catalog, tmp_path: Path) -> None:
+    import os
+    import subprocess
+    import sys
+
+    from app.flags import FlagStore
+
+    flags_path = tmp_path / "hostile.sqlite"
+    version = inspector_catalog.resolve("docs@v1")
+    FlagStore(str(flags_path)).add(dataset="docs", version=version.id, key="doc-1\u202e", note="[bold red]loud[/] \x1b[31mred", tags=["t"])
+    done = subprocess.run(
+        [str(Path(sys.executable).parent / "batchscope"), "flags", "list", "--root", inspector_catalog.root],
+        env={**os.environ, "BATCHSCOPE_FLAGS_PATH": str(flags_path), "COLUMNS": "200"},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "[bold red]loud[/]" in done.stdout and "doc-1⟨U+202E⟩" in done.stdout  # shown as written, the override revealed
+    assert "\x1b" not in done.stdout and "\u202e" not in done.stdout and "␛[31mred" in done.stdout
