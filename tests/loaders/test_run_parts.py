@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from loaders import Catalog, Pack, RankOutOfRange, ReadPlan, Run, Shuffle, Source, Tokenize, storage
+from loaders import Catalog, Pack, RankOutOfRange, ReadPlan, Run, Source, Tokenize, storage
 from loaders.assembler import Assembler
 from loaders.catalog import CatalogStore
 from loaders.documents import DocumentSource
@@ -19,19 +19,10 @@ from loaders.run_manifest import create_manifest
 from loaders.sampler import Sampler
 from loaders.verifier import Verifier
 from loaders.world_sizes import WorldSizeLog, WorldSizeSpan
-from tests.loaders.test_formats import _as_format
+from tests.loaders.test_formats import PLAN, _as_format
 from tests.loaders.test_run import _tokenizer_json
 from tests.support.readpath import write_text_dataset
 
-PLAN = ReadPlan(
-    [Source("alpha@v1", weight=2.0), Source("beta@v1", weight=1.0)],
-    seed=7,
-    global_batch_size=8,
-    steps=12,
-    streams=4,
-    shuffle=Shuffle(chunk_size=6, window_chunks=2),
-    mixture_block=64,
-)
 PACKED = ReadPlan(
     [Source("alpha@v1", transforms=[Tokenize("text", tokenizer="words")])],
     seed=3,
