@@ -17,6 +17,7 @@ pages are still being built.
 from __future__ import annotations
 
 import contextlib
+import http.client
 import os
 import random
 import re
@@ -26,6 +27,7 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.parse
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator, Mapping
@@ -187,26 +189,35 @@ def plan_routes(client: httpx.Client, root: str, *, mix: Mapping[str, float] = D
 
 
 # -- the load -------------------------------------------------------------------------------------------
+def _connect(base_url: str) -> http.client.HTTPConnection:
+    parts = urllib.parse.urlsplit(base_url)
+    return http.client.HTTPConnection(parts.hostname or "127.0.0.1", parts.port or 80, timeout=REQUEST_TIMEOUT)
+
+
 def _client_loop(base_url: str, kinds: list[RouteKind], deadline: float, seed: int, out: list[Sample]) -> None:
+    """One client: a keep-alive connection (stdlib ``http.client``, a fraction of httpx's CPU per request, so the
+    load generator takes little of the cores it shares with the server) asking for the mix until ``deadline``."""
     rng = random.Random(seed)
     weights = [k.weight for k in kinds]
-    with httpx.Client(base_url=base_url, timeout=REQUEST_TIMEOUT) as client:
+    connection = _connect(base_url)
+    try:
         while time.monotonic() < deadline:
             kind = rng.choices(kinds, weights)[0]
             url = rng.choice(kind.urls)
             start = time.perf_counter()
             try:
-                response = client.get(url)
-                out.append(
-                    Sample(
-                        kind.name,
-                        time.perf_counter() - start,
-                        response.status_code,
-                        "" if response.status_code < 400 else f"{response.status_code} {url}",
-                    )
-                )
-            except httpx.HTTPError as exc:
+                connection.request("GET", url)
+                response = connection.getresponse()
+                response.read()
+            except (OSError, http.client.HTTPException) as exc:
                 out.append(Sample(kind.name, time.perf_counter() - start, 0, f"{type(exc).__name__} {url}: {exc}"))
+                connection.close()
+                connection = _connect(base_url)
+                continue
+            status = response.status
+            out.append(Sample(kind.name, time.perf_counter() - start, status, "" if status < 400 else f"{status} {url}"))
+    finally:
+        connection.close()
 
 
 def run_load(base_url: str, kinds: list[RouteKind], *, clients: int, seconds: float, seed: int = 0) -> list[Sample]:
@@ -224,6 +235,72 @@ def run_load(base_url: str, kinds: list[RouteKind], *, clients: int, seconds: fl
     for thread in threads:
         thread.join(seconds + REQUEST_TIMEOUT + 10)
     return [sample for samples in per_thread for sample in samples]
+
+
+def process_tree_cpu(pid: int) -> float | None:
+    """CPU seconds (user + system) used so far by process ``pid`` and every live descendant, from ``/proc``; None
+    where there is no ``/proc`` (not Linux) or ``pid`` is gone.
+
+    >>> process_tree_cpu(os.getpid()) is None or process_tree_cpu(os.getpid()) > 0
+    True
+    """
+    proc = Path("/proc")
+    if not (proc / str(pid)).is_dir():
+        return None
+    ticks = os.sysconf("SC_CLK_TCK")
+    stats: dict[int, tuple[int, float]] = {}  # pid -> (parent, cpu seconds)
+    for entry in proc.iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            text = (entry / "stat").read_text()
+        except OSError:
+            continue  # exited while we looked
+        fields = text[text.rindex(")") + 2 :].split()  # after "pid (comm) ": state, ppid, ..., utime (12), stime (13)
+        stats[int(entry.name)] = (int(fields[1]), (int(fields[11]) + int(fields[12])) / ticks)
+    if pid not in stats:
+        return None
+    children: dict[int, list[int]] = {}
+    for child, (parent, _) in stats.items():
+        children.setdefault(parent, []).append(child)
+    total, todo = 0.0, [pid]
+    while todo:
+        current = todo.pop()
+        total += stats[current][1]
+        todo.extend(children.get(current, ()))
+    return total
+
+
+@dataclass
+class Phase:
+    """One timed load: every request's sample, and the CPU the server (its process tree) and this process used."""
+
+    samples: list[Sample]
+    seconds: float
+    server_cpu_seconds: float | None
+    client_cpu_seconds: float
+
+    def cpu(self) -> dict[str, float | None]:
+        """Cores the server kept busy, and server and client CPU milliseconds per request."""
+        requests = max(1, len(self.samples))
+        server = self.server_cpu_seconds
+        return {
+            "server_cores_busy": None if server is None else round(server / self.seconds, 2),
+            "server_cpu_ms_per_request": None if server is None else round(server / requests * 1e3, 2),
+            "client_cpu_ms_per_request": round(self.client_cpu_seconds / requests * 1e3, 2),
+        }
+
+
+def timed_load(base_url: str, kinds: list[RouteKind], *, clients: int, seconds: float, seed: int, server_pid: int | None) -> Phase:
+    """``run_load``, with the CPU the server process tree (``server_pid``) and this process used meanwhile."""
+    server_before = process_tree_cpu(server_pid) if server_pid else None
+    client_before, start = time.process_time(), time.monotonic()
+    samples = run_load(base_url, kinds, clients=clients, seconds=seconds, seed=seed)
+    elapsed = time.monotonic() - start
+    client = time.process_time() - client_before
+    server_after = process_tree_cpu(server_pid) if server_pid else None
+    server = None if server_before is None or server_after is None else server_after - server_before
+    return Phase(samples, elapsed, server, client)
 
 
 def summarize(samples: list[Sample], seconds: float) -> dict[str, Any]:
@@ -253,10 +330,25 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+@dataclass(frozen=True)
+class Served:
+    """A running ``batchscope serve``: its base URL and process id (the parent of its worker processes)."""
+
+    base_url: str
+    pid: int
+
+
 @contextlib.contextmanager
 def inspector(root: str | Path, logs: Path, *, timeout: float = 120.0, workers: int = 1, threads: int = 0) -> Iterator[str]:
     """``batchscope serve`` (``workers`` processes, ``threads`` request threads each; 0: the server's default) over
     ``root`` on 127.0.0.1 until the block ends; yields its base URL."""
+    with serving(root, logs, timeout=timeout, workers=workers, threads=threads) as served:
+        yield served.base_url
+
+
+@contextlib.contextmanager
+def serving(root: str | Path, logs: Path, *, timeout: float = 120.0, workers: int = 1, threads: int = 0) -> Iterator[Served]:
+    """``inspector``, yielding the server's process id with its base URL."""
     script = shutil.which("batchscope", path=str(Path(sys.executable).parent)) or "batchscope"
     port = free_port()
     logs.mkdir(parents=True, exist_ok=True)
@@ -279,7 +371,7 @@ def inspector(root: str | Path, logs: Path, *, timeout: float = 120.0, workers: 
             if time.monotonic() > deadline:
                 raise RuntimeError(f"the inspector did not listen on port {port} within {timeout} s")
             time.sleep(0.1)
-        yield f"http://127.0.0.1:{port}"
+        yield Served(f"http://127.0.0.1:{port}", process.pid)
     finally:
         process.terminate()
         try:
