@@ -5,9 +5,11 @@ frames, and dataset, version and sample pages; kinds the server does not
 route yet are skipped with a note. Two URL sets are timed: the hot set (a
 few dozen URLs per kind) and the uniform set (every step, rank, key, listing
 page, thumbnail and frame of the demo). Each set is first requested untimed by
-32 clients for half a phase, so every worker process is warm; then 1 client,
-32 clients and 1 client again are timed for 60 s each (10 s in quick mode) on
-127.0.0.1, and the faster 1-client phase is the baseline. The clients share
+32 clients for half a phase, so every worker process is warm; then 1 client
+and 32 clients are timed for 60 s each (10 s in quick mode) on 127.0.0.1,
+alternating in slices so that drift over minutes (caches filling, other jobs
+on the machine) weighs on both alike; a slice's rate counts the requests it
+finished over its whole wall time, the wait for the last ones included. The clients share
 the machine's cores with the server, as they would in a team sharing one box;
 each phase records the CPU the server and the clients used, so a reader can
 tell a server that leaves cores idle from a machine with none left. Goals: no
@@ -27,12 +29,14 @@ from typing import Any
 import httpx
 
 from . import harness
-from .load import DEFAULT_MIX, Served, plan_routes, run_load, serving, summarize, timed_load
+from .load import DEFAULT_MIX, Phase, Served, plan_routes, run_load, serving, summarize, timed_load
 
 NAME = "load"
 CLIENTS = 32
 FULL_SECONDS = 60.0
 QUICK_SECONDS = 10.0
+#: Slices each timed load is cut into, alternating with the other (full, quick).
+FULL_ROUNDS, QUICK_ROUNDS = 6, 2
 P99_GOAL_MS = 1000.0
 THROUGHPUT_GOAL = 2.0
 
@@ -53,34 +57,38 @@ def parse_mix(text: str) -> dict[str, float]:
 
 
 def _case(
-    served: Served, client: httpx.Client, root: Path, *, uniform: bool, mix: dict[str, float], clients: int, seconds: float
+    served: Served, client: httpx.Client, root: Path, *, uniform: bool, mix: dict[str, float], clients: int, seconds: float, rounds: int
 ) -> dict[str, Any]:
-    """One URL set (hot or uniform): warm every worker, then 1 client, ``clients`` clients and 1 client again.
+    """One URL set (hot or uniform): warm every worker, then 1 client and ``clients`` clients for ``seconds`` each,
+    interleaved in ``rounds`` slices.
 
     The warm-up (``clients`` clients for half of ``seconds``, untimed) reaches every worker process, so no timed
-    phase pays another's first imports and first reads; one client alone reaches a single worker (its connection
-    stays there). The 1-client baseline is the faster of the two 1-client phases around the loaded one, so drift
-    in either direction (caches still filling, other jobs on the machine) cannot flatter the ratio.
+    phase pays another's first imports and first reads (one client alone reaches a single worker: its connection
+    stays there). The two loads then alternate in slices, in the order 1, N, N, 1, 1, N, ..., so caches still
+    filling and other jobs on the machine, which drift over minutes, weigh on both alike.
     """
     plan = plan_routes(client, str(root), mix=mix, uniform=uniform)
     for kind in plan.kinds:  # first request of each URL kind
         client.get(kind.urls[0])
     run_load(served.base_url, plan.kinds, clients=clients, seconds=seconds / 2, seed=0)
-    before = timed_load(served.base_url, plan.kinds, clients=1, seconds=seconds, seed=1, server_pid=served.pid)
-    loaded = timed_load(served.base_url, plan.kinds, clients=clients, seconds=seconds, seed=2, server_pid=served.pid)
-    after = timed_load(served.base_url, plan.kinds, clients=1, seconds=seconds, seed=3, server_pid=served.pid)
-    ones = [summarize(phase.samples, seconds) | {"cpu": phase.cpu()} for phase in (before, after)]
-    baseline = max(ones, key=lambda one: one["overall"]["per_second"])
+    slices: dict[int, list[Phase]] = {1: [], clients: []}
+    for round_ in range(rounds):
+        for n in (1, clients) if round_ % 2 == 0 else (clients, 1):
+            seed = 1000 * n + round_
+            slices[n].append(timed_load(served.base_url, plan.kinds, clients=n, seconds=seconds / rounds, seed=seed, server_pid=served.pid))
+    one, loaded = (Phase.combined(slices[n]) for n in (1, clients))
     return {
         "case": "uniform" if uniform else "hot",
         "urls": {k.name: len(k.urls) for k in plan.kinds},
         "notes": plan.notes,
         "mix": ", ".join(f"{k.name}={k.weight:g} ({len(k.urls)} URLs)" for k in plan.kinds),
-        "one_client": baseline,
-        "one_client_per_second": [one["overall"]["per_second"] for one in ones],
-        "errors": sum(one["overall"]["errors"] for one in ones) + sum(1 for sample in loaded.samples if sample.error),
-        "loaded": summarize(loaded.samples, seconds) | {"cpu": loaded.cpu()},
+        "one_client": summarize(one.samples, one.seconds) | {"cpu": one.cpu(), "per_second_by_slice": _rates(slices[1])},
+        "loaded": summarize(loaded.samples, loaded.seconds) | {"cpu": loaded.cpu(), "per_second_by_slice": _rates(slices[clients])},
     }
+
+
+def _rates(phases: list[Phase]) -> list[float]:
+    return [round(len(p.samples) / p.seconds, 1) for p in phases]
 
 
 def _ratios(case: dict[str, Any], clients: int) -> dict[str, Any]:
@@ -127,10 +135,20 @@ def run(workdir: Path, *, quick: bool, mix: dict[str, float] | None = None, clie
     with serving(root, Path(workdir) / "load-logs", workers=workers, threads=threads) as served:
         with httpx.Client(base_url=served.base_url, timeout=120) as client:
             cases = [
-                _case(served, client, root, uniform=u, mix=mix or DEFAULT_MIX, clients=clients, seconds=seconds) for u in (False, True)
+                _case(
+                    served,
+                    client,
+                    root,
+                    uniform=u,
+                    mix=mix or DEFAULT_MIX,
+                    clients=clients,
+                    seconds=seconds,
+                    rounds=QUICK_ROUNDS if quick else FULL_ROUNDS,
+                )
+                for u in (False, True)
             ]
     hot, uniform = cases
-    errors = sum(c["errors"] for c in cases)
+    errors = sum(c[k]["overall"]["errors"] for c in cases for k in ("one_client", "loaded"))
     ratios: dict[str, Any] = {}
     for case in cases:
         ratios.update(_ratios(case, clients))
@@ -183,8 +201,9 @@ def run(workdir: Path, *, quick: bool, mix: dict[str, float] | None = None, clie
             f"the server's default) on 127.0.0.1; {clients} client threads (stdlib http.client, one keep-alive connection "
             "each) on the same machine",
             f"each case: the first URL of each kind, then {clients} clients for {seconds / 2:g} s untimed (every worker "
-            f"process warm), then 1 client, {clients} clients and 1 client again for {seconds:g} s each; the baseline is "
-            "the faster 1-client phase; latencies are per request, client side",
+            f"process warm), then 1 client and {clients} clients for {seconds:g} s each, alternating in "
+            f"{QUICK_ROUNDS if quick else FULL_ROUNDS} slices (1, {clients}, {clients}, 1, ...) so drift weighs on both; "
+            "per_second_by_slice shows the spread; latencies are per request, client side",
             "cpu: cores the server's process tree kept busy (from /proc) and server and client CPU ms per request; "
             f"throughput_ceiling_{clients}_over_1 is the gain if every core were busy at the loaded CPU cost per request "
             "(the most the clients could get on this machine)",

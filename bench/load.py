@@ -280,6 +280,17 @@ class Phase:
     server_cpu_seconds: float | None
     client_cpu_seconds: float
 
+    @classmethod
+    def combined(cls, phases: list["Phase"]) -> "Phase":
+        """Several phases as one: their samples, seconds and CPU added up (CPU unknown if unknown in any)."""
+        servers = [p.server_cpu_seconds for p in phases]
+        return cls(
+            samples=[sample for p in phases for sample in p.samples],
+            seconds=sum(p.seconds for p in phases),
+            server_cpu_seconds=None if any(s is None for s in servers) else sum(s for s in servers if s is not None),
+            client_cpu_seconds=sum(p.client_cpu_seconds for p in phases),
+        )
+
     def cpu(self) -> dict[str, float | None]:
         """Cores the server kept busy, and server and client CPU milliseconds per request."""
         requests = max(1, len(self.samples))
