@@ -84,6 +84,7 @@ SPECS: tuple[KindSpec, ...] = (
         "binary (encoded WAV/FLAC/MP3/OGG/...) or struct<bytes: binary, path: string> (Hugging Face Audio)",
         media=True,
         holds_bytes=True,
+        checksummed_files=True,
         diff=DIFF_MEDIA,
         name_words=("audio", "speech", "sound", "wav", "flac", "mp3"),
         hf_type="Audio",

@@ -1,7 +1,7 @@
 """Media stored by path beside a shard: checksummed at registration, verified on every read like shard bytes.
 
-Image and video cells may name a file (Hugging Face ``{"bytes": None, "path":
-...}`` structs, or a video path string) instead of holding bytes. Registration
+Image, video and audio cells may name a file (Hugging Face ``{"bytes": None,
+"path": ...}`` structs, or a video path string) instead of holding bytes. Registration
 hashes every such file it can resolve inside its shard's directory and stores
 the table ``{uri: [size, sha256]}`` as ``datasets/{name}/media/{digest}.json``;
 the manifest records its digest and file count (so the version id covers the

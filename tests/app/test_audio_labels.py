@@ -105,7 +105,7 @@ def test_pandas_categorical_is_text_and_searchable(tmp_path: Path) -> None:
     assert page.select_one('section.field[data-kind="text"]') is not None
 
 
-def test_audio_stored_by_path_beside_the_shard_plays(tmp_path: Path) -> None:
+def test_audio_stored_by_path_beside_the_shard_plays_and_is_refused_once_rewritten(tmp_path: Path) -> None:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -117,9 +117,14 @@ def test_audio_stored_by_path_beside_the_shard_plays(tmp_path: Path) -> None:
     catalog = Catalog(str(tmp_path / "catalog"))
     version = catalog.register("speech", [str(shards / "p.parquet")], key="id")
     assert version.kinds["speech"] == "audio"
+    assert version.manifest.media_files is not None and version.manifest.media_files["files"] == 1  # hashed at registration
     client = local_client(create_app(Settings(root=catalog.root, flags_path=str(tmp_path / "f.sqlite"))))
     field = soup(client.get(urls.sample("speech", version, "a"))).select_one('section.field[data-kind="audio"]')
     src = field.select_one("audio.audio-player")["src"]
     assert "stored by path: clips/a.wav" in field.get_text()
     played = client.get(src, headers={"Range": "bytes=0-11"})
     assert played.status_code == 206 and played.content == peers.wav()[:12] and played.headers["content-type"] == "audio/wav"
+    (shards / "clips" / "a.wav").write_bytes(peers.wav(hz=880.0))  # same size, other bytes
+    refused = client.get(src)
+    assert refused.status_code == 500 and "clips/a.wav" in refused.text and "changed after registration" in refused.text
+    assert refused.headers.get("cache-control", "").find("immutable") < 0

@@ -59,7 +59,7 @@ def test_the_sets_of_kinds_are_queries_on_the_table() -> None:
     assert MEDIA_KINDS == ("image", "video", "audio")
     assert BYTES_KINDS == ("image", "video", "audio", "binary")
     assert PICTURE_KINDS == ("image", "video")
-    assert CHECKSUMMED_KINDS == ("image", "video")
+    assert CHECKSUMMED_KINDS == ("image", "video", "audio")  # every file a media value names by path
     assert kinds_where(diff=DIFF_SEQUENCE) == ("tokens", "mask", "labels")
     assert kinds_where(diff=DIFF_PATHS) + kinds_where(diff=DIFF_JSON) == ("chat", "episode", "rollout", "json")
     with pytest.raises(TypeError, match="no fact 'pictures'"):
