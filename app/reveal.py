@@ -2,7 +2,8 @@
 
 Dataset text is hostile: a key may carry a right-to-left override
 (``user\\u202egnp.exe`` reads as ``userexe.png``), a zero-width space makes
-two keys look equal, an escape sequence restyles a terminal. Every place that
+two keys look equal, an escape sequence restyles a terminal, tag characters
+spell instructions no reader sees. Every place that
 shows data revealed some of these, each its own way; they all read
 :data:`HIDDEN` now, and each shows a hidden character as its :func:`stand_in`:
 
@@ -62,8 +63,11 @@ HIDDEN: tuple[Hidden, ...] = (
     Hidden(0x202A, 0x202E, "bidi embeddings and overrides"),
     Hidden(0x2060, 0x2064, "word joiner and invisible operators", invisible=True),
     Hidden(0x2065, 0x2069, "bidi isolates (and the unassigned U+2065 before them)"),
+    Hidden(0x206A, 0x206F, "deprecated format characters (symmetric swapping, Arabic form shaping, digit shapes)"),
     Hidden(0xFEFF, 0xFEFF, "zero width no-break space (byte order mark)", invisible=True),
     Hidden(0xFFF9, 0xFFFB, "interlinear annotation controls"),
+    Hidden(0xE0000, 0xE007F, "tag characters: invisible letters that can spell hidden text (flags of regions use them)", invisible=True),
+    Hidden(0xE0100, 0xE01EF, "variation selectors 17-256: invisible, and a run of them can carry hidden bytes", invisible=True),
 )
 
 #: Whitespace that lays text out, and the symbol it is shown as where whitespace is made visible (the text view's

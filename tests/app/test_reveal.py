@@ -43,6 +43,28 @@ TEXTS = st.lists(
 ).map("".join)
 
 
+#: Format characters that are drawn (number signs and end-of-verse marks that span the digits after them, script
+#: joiners that lay out glyphs): shown as they are, like any other letter.
+DRAWN_FORMAT = [
+    (0x0600, 0x0605), (0x06DD, 0x06DD), (0x070F, 0x070F), (0x0890, 0x0891), (0x08E2, 0x08E2), (0x110BD, 0x110BD),
+    (0x110CD, 0x110CD), (0x13430, 0x1343F), (0x1BCA0, 0x1BCA3), (0x1D173, 0x1D17A),
+]  # fmt: skip
+
+
+def test_every_control_format_and_separator_character_is_in_the_table_or_drawn() -> None:
+    import unicodedata
+
+    drawn = {code for first, last in DRAWN_FORMAT for code in range(first, last + 1)}
+    missing = [
+        f"U+{code:04X} {unicodedata.name(chr(code), '?')}"
+        for code in range(0x110000)
+        if unicodedata.category(chr(code)) in ("Cc", "Cf", "Zl", "Zp") and code not in drawn and not is_hidden(chr(code))
+    ]
+    assert missing == []
+    assert is_hidden("\U000e0041") and is_invisible("\U000e0041") and visible("ok\U000e0069\U000e0067") == "ok⟨U+E0069⟩⟨U+E0067⟩"
+    assert is_hidden("\U000e0100") and not is_hidden("\ufe0f")  # emoji presentation selector: everywhere, and harmless
+
+
 class Pieces:
     """A tokenizer whose token ``n`` is the character with code point ``n``."""
 
