@@ -6,14 +6,13 @@ import numpy as np
 
 from loaders import Catalog, Pack, ReadPlan, Source, Tokenize
 from loaders.collate import collate_numpy
-from tests.loaders.test_run import _tokenizer_json
-from tests.support.readpath import write_text_dataset
+from tests.support.readpath import words_tokenizer_json, write_text_dataset
 
 
 def test_text_and_packed_batches_collate_to_arrays_and_lists(tmp_path):
     catalog = Catalog(tmp_path / "c")
     write_text_dataset(catalog, "alpha", 40, row_group=4, shards=2)
-    catalog.put_tokenizer("words", _tokenizer_json())
+    catalog.put_tokenizer("words", words_tokenizer_json())
     text = catalog.create_run("text", ReadPlan([Source("alpha@v1")], seed=1, global_batch_size=4, steps=5, streams=2))
     batch = text.batch(3, 1, world_size=2)
     arrays = collate_numpy(batch)

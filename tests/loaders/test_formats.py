@@ -20,8 +20,7 @@ from loaders.mixture import apportion
 from loaders.run import Run
 from loaders.run_manifest import READ_FORMAT, fingerprint, stored_plan_json
 from loaders.transforms.media import RandomResizedCrop
-from tests.loaders.test_run import _tokenizer_json
-from tests.support.readpath import write_text_dataset
+from tests.support.readpath import alpha_beta_catalog
 
 FORMAT_1_KEYS = {
     0: ["alpha-94", "alpha-59", "alpha-84", "beta-14", "beta-17", "alpha-24", "alpha-81", "alpha-20"],
@@ -31,10 +30,7 @@ FORMAT_1_KEYS = {
 
 
 def _catalog(tmp_path: Path) -> Catalog:
-    catalog = Catalog(tmp_path / "catalog")
-    write_text_dataset(catalog, "alpha", 97, row_group=3, shards=3)
-    write_text_dataset(catalog, "beta", 31, row_group=2, shards=1)
-    return catalog
+    return alpha_beta_catalog(tmp_path / "catalog", tokenizer=False)
 
 
 PLAN = ReadPlan(
@@ -120,8 +116,7 @@ def test_a_format_2_run_reads_what_it_read_then(tmp_path):
 
 
 def test_a_format_2_fixed_block_packed_run_keeps_its_sequences_and_positions(tmp_path):
-    catalog = _catalog(tmp_path)
-    catalog.put_tokenizer("words", _tokenizer_json())
+    catalog = alpha_beta_catalog(tmp_path / "catalog")
     tokenize = [Tokenize("text", tokenizer="words")]
     plan = ReadPlan(
         [Source("alpha@v1", weight=2.0, transforms=tokenize), Source("beta@v1", weight=1.0, transforms=tokenize)],

@@ -15,8 +15,7 @@ from hypothesis import strategies as st
 
 from loaders import Catalog, CorruptData, Pack, ReadPlan, Shuffle, Source, Tokenize
 from loaders.transforms.user import UserFunction
-from tests.loaders.test_run import _tokenizer_json
-from tests.support.readpath import write_text_dataset
+from tests.support.readpath import words_tokenizer_json, write_text_dataset
 
 NAMES = ["alpha", "beta", "gamma"]
 
@@ -26,7 +25,7 @@ def catalog(tmp_path_factory) -> Catalog:
     catalog = Catalog(tmp_path_factory.mktemp("packing") / "catalog")
     for i, name in enumerate(NAMES):
         write_text_dataset(catalog, name, 31 + 29 * i, row_group=4, shards=2)
-    catalog.put_tokenizer("words", _tokenizer_json())
+    catalog.put_tokenizer("words", words_tokenizer_json())
     return catalog
 
 
@@ -219,7 +218,7 @@ def test_sequences_found_from_record_counts_equal_those_found_by_reading_window_
 def long_catalog(tmp_path_factory) -> Catalog:
     catalog = Catalog(tmp_path_factory.mktemp("long") / "catalog")
     write_text_dataset(catalog, "many", 4000, row_group=250, shards=2)
-    catalog.put_tokenizer("words", _tokenizer_json())
+    catalog.put_tokenizer("words", words_tokenizer_json())
     return catalog
 
 

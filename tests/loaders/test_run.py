@@ -23,27 +23,19 @@ from loaders import (
     StepOutOfRange,
     Tokenize,
 )
-from tests.support.readpath import assert_partition, assert_resumes_identically, batch_view, read_all, write_text_dataset
-
-
-def _tokenizer_json() -> str:
-    from tokenizers import Tokenizer, models, pre_tokenizers
-
-    vocab = {"<|endoftext|>": 0, "<|pad|>": 1, "[UNK]": 2}
-    for word in ["document", "of", "word", "alpha", "beta", ":"] + [str(i) for i in range(200)]:
-        vocab.setdefault(word, len(vocab))
-    tokenizer = Tokenizer(models.WordLevel(vocab, unk_token="[UNK]"))
-    tokenizer.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
-    return tokenizer.to_str()
+from tests.support.readpath import (
+    alpha_beta_catalog,
+    assert_partition,
+    assert_resumes_identically,
+    batch_view,
+    read_all,
+    write_text_dataset,
+)
 
 
 @pytest.fixture(scope="module")
 def catalog(tmp_path_factory) -> Catalog:
-    catalog = Catalog(tmp_path_factory.mktemp("runs") / "catalog")
-    write_text_dataset(catalog, "alpha", 97, row_group=3, shards=3)
-    write_text_dataset(catalog, "beta", 31, row_group=2, shards=1)
-    catalog.put_tokenizer("words", _tokenizer_json())
-    return catalog
+    return alpha_beta_catalog(tmp_path_factory.mktemp("runs") / "catalog")
 
 
 _counter = iter(range(10**9))

@@ -20,8 +20,7 @@ from loaders.sampler import Sampler
 from loaders.verifier import Verifier
 from loaders.world_sizes import WorldSizeLog, WorldSizeSpan
 from tests.loaders.test_formats import PLAN, _as_format
-from tests.loaders.test_run import _tokenizer_json
-from tests.support.readpath import write_text_dataset
+from tests.support.readpath import alpha_beta_catalog
 
 PACKED = ReadPlan(
     [Source("alpha@v1", transforms=[Tokenize("text", tokenizer="words")])],
@@ -35,11 +34,7 @@ PACKED = ReadPlan(
 
 @pytest.fixture(scope="module")
 def catalog(tmp_path_factory) -> Catalog:
-    catalog = Catalog(tmp_path_factory.mktemp("parts") / "catalog")
-    write_text_dataset(catalog, "alpha", 97, row_group=3, shards=3)
-    write_text_dataset(catalog, "beta", 31, row_group=2, shards=1)
-    catalog.put_tokenizer("words", _tokenizer_json())
-    return catalog
+    return alpha_beta_catalog(tmp_path_factory.mktemp("parts") / "catalog")
 
 
 @pytest.fixture(scope="module")

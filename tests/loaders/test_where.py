@@ -9,8 +9,7 @@ from hypothesis import strategies as st
 from loaders import Catalog, Pack, ReadPlan, Run, SampleNotFound, Shuffle, Source, Tokenize
 from loaders.where import where_read
 from tests.loaders.test_formats import _as_format
-from tests.loaders.test_run import _tokenizer_json
-from tests.support.readpath import Reads, forward_reads, write_text_dataset
+from tests.support.readpath import Reads, forward_reads, words_tokenizer_json, write_text_dataset
 
 NAMES = ("alpha", "beta", "gamma")
 ROWS = (23, 9, 14)
@@ -22,7 +21,7 @@ def catalog(tmp_path_factory) -> Catalog:
     catalog = Catalog(tmp_path_factory.mktemp("where") / "catalog")
     for name, rows in zip(NAMES, ROWS):
         write_text_dataset(catalog, name, rows, row_group=3, shards=2)
-    catalog.put_tokenizer("words", _tokenizer_json())
+    catalog.put_tokenizer("words", words_tokenizer_json())
     return catalog
 
 

@@ -34,6 +34,29 @@ def write_text_dataset(
     return catalog.register(name, paths, key="id", tag=tag)
 
 
+def words_tokenizer_json() -> str:
+    """A word-level tokenizer (``tokenizers`` JSON) knowing every word ``write_text_dataset`` writes."""
+    from tokenizers import Tokenizer, models, pre_tokenizers
+
+    vocab = {"<|endoftext|>": 0, "<|pad|>": 1, "[UNK]": 2}
+    for word in ["document", "of", "word", "alpha", "beta", ":"] + [str(i) for i in range(200)]:
+        vocab.setdefault(word, len(vocab))
+    tokenizer = Tokenizer(models.WordLevel(vocab, unk_token="[UNK]"))
+    tokenizer.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    return tokenizer.to_str()
+
+
+def alpha_beta_catalog(root: Path, *, tokenizer: bool = True) -> Catalog:
+    """A catalog at ``root`` of ``alpha@v1`` (97 rows, 3 shards, row groups of 3) and ``beta@v1`` (31 rows, 1 shard,
+    row groups of 2), with the ``words`` tokenizer unless ``tokenizer`` is False."""
+    catalog = Catalog(root)
+    write_text_dataset(catalog, "alpha", 97, row_group=3, shards=3)
+    write_text_dataset(catalog, "beta", 31, row_group=2, shards=1)
+    if tokenizer:
+        catalog.put_tokenizer("words", words_tokenizer_json())
+    return catalog
+
+
 def batch_view(batch) -> list[tuple[int, str, str]]:
     """What must match between two ways of reading a batch: index, key and sample digest."""
     return [(s.index, s.key, s.digest) for s in batch.samples]
