@@ -350,16 +350,9 @@ class Served:
 
 
 @contextlib.contextmanager
-def inspector(root: str | Path, logs: Path, *, timeout: float = 120.0, workers: int = 1, threads: int = 0) -> Iterator[str]:
-    """``batchscope serve`` (``workers`` processes, ``threads`` request threads each; 0: the server's default) over
-    ``root`` on 127.0.0.1 until the block ends; yields its base URL."""
-    with serving(root, logs, timeout=timeout, workers=workers, threads=threads) as served:
-        yield served.base_url
-
-
-@contextlib.contextmanager
 def serving(root: str | Path, logs: Path, *, timeout: float = 120.0, workers: int = 1, threads: int = 0) -> Iterator[Served]:
-    """``inspector``, yielding the server's process id with its base URL."""
+    """``batchscope serve`` (``workers`` processes, ``threads`` request threads each; 0: the server's default) over
+    ``root`` on 127.0.0.1 until the block ends; yields its base URL and process id."""
     script = shutil.which("batchscope", path=str(Path(sys.executable).parent)) or "batchscope"
     port = free_port()
     logs.mkdir(parents=True, exist_ok=True)
