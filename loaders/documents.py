@@ -82,6 +82,7 @@ class DocumentSource:
         self.record_count_entries = record_token_counts
         self._versions: dict[int, DatasetVersion] = {}
         self._refs: list[SourceRef] | None = None
+        self._chunk_counts: dict[int, np.ndarray] = {}
 
     def version(self, source: int) -> DatasetVersion:
         """The pinned dataset version of source ``source``."""
@@ -221,15 +222,19 @@ class DocumentSource:
 
     # -- token counts (lossless packing) ---------------------------------------------------------------
     def token_counts(self, source: int) -> np.ndarray:
-        """Tokens per chunk of ``source`` (read format 3 packing): stored with the run, verified, rebuilt if stale."""
-        assert self.token_count_entries is not None
-        entry = self.token_count_entries[source]
-        counts, _ = token_index.load_or_build(
-            self.catalog.path("token-counts", f"{entry['key']}.npy"),
-            entry.get("sha256"),
-            lambda: token_index.chunk_sums(self.count_record_tokens(source), self.sources[source].chunk),
-        )
-        return counts
+        """Tokens per chunk of ``source`` (read format 3 packing): stored with the run, verified (once per source), rebuilt
+        if stale."""
+        found = self._chunk_counts.get(source)
+        if found is None:
+            assert self.token_count_entries is not None
+            entry = self.token_count_entries[source]
+            found, _ = token_index.load_or_build(
+                self.catalog.path("token-counts", f"{entry['key']}.npy"),
+                entry.get("sha256"),
+                lambda: token_index.chunk_sums(self.count_record_tokens(source), self.sources[source].chunk),
+            )
+            self._chunk_counts[source] = found
+        return found
 
     def record_token_counts(self, source: int) -> np.ndarray | None:
         """Tokens of every record of ``source``, when the run pinned them (runs created before did not: None).
