@@ -160,7 +160,7 @@ def create_manifest(catalog: CatalogStore, name: str, plan: ReadPlan, *, exist_o
     then its own manifest is returned, in the read format it was created with.
     """
     path = manifest_path(catalog, name)
-    old = json.loads(storage.read_bytes(path)) if storage.stat(path).exists else None
+    old = read_json(path, "run manifest") if storage.stat(path).exists else None
     # Reopening an existing run resolves the plan in the read format that run was created with.
     fmt = read_format(old) if old is not None else READ_FORMAT
     plan_json = _plan_in_format(plan.to_json(), fmt)

@@ -438,3 +438,16 @@ def test_an_unreadable_run_manifest_is_one_line_naming_it_and_other_runs_still_o
         catalog.run("broken")
     assert "\n" not in str(caught.value)
     assert catalog.run("good").batch(1).keys and sorted(catalog.runs()) == ["broken", "good"]
+
+
+def test_creating_a_run_over_an_unreadable_manifest_is_one_line_naming_it(catalog: Catalog, tmp_path: Path) -> None:
+    from loaders import ReadPlan, Source
+
+    catalog.register("texts", [_write(tmp_path / "a.parquet", _texts(["x", "y"]))], key="id")
+    plan = ReadPlan([Source("texts@latest")], seed=0, global_batch_size=1, steps=2)
+    catalog.create_run("broken", plan)
+    manifest = Path(catalog.root) / "runs" / "broken" / "run.json"
+    manifest.write_bytes(b"{not json")
+    with pytest.raises(CatalogCorrupt, match=f"{re.escape(str(manifest))}: run manifest is not valid JSON"):
+        catalog.create_run("broken", plan, exist_ok=True)
+    assert manifest.read_bytes() == b"{not json"  # nothing stored is changed
