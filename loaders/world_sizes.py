@@ -18,7 +18,7 @@ import json
 from dataclasses import dataclass
 
 from . import storage
-from .errors import InvalidPlan
+from .errors import CatalogCorrupt, InvalidPlan
 from .plan import ReadPlan
 
 
@@ -30,6 +30,8 @@ class WorldSizeSpan:
     world_size: int
 
 
+#: The line a writer appends after a line torn by an interrupted write, so the torn line is known for what it is.
+TORN = '{"torn": true}'
 #: The history of a run that never recorded a world size.
 _UNRECORDED = (WorldSizeSpan(0, 1),)
 #: A read of the log: the file's (exists, size) when read (None: not read yet), its spans, and their start steps.
@@ -48,19 +50,29 @@ def check_world_size(plan: ReadPlan, world_size: int, *, run: str) -> None:
         )
 
 
-def parse_history(text: str) -> list[WorldSizeSpan]:
+def parse_history(text: str, *, where: str = "world-size log") -> list[WorldSizeSpan]:
     """Spans of a log's lines, in step order (the last line for a start step wins; an earlier start drops later ones).
 
-    >>> parse_history('{"start_step": 0, "world_size": 2}\\n{"start_step": 5, "world_size": 4}\\n')
+    A line torn by an interrupted write is skipped: the file's unterminated last line, or a line the next writer
+    marked (:data:`TORN` right after it). Any other line that is not a record is ``CatalogCorrupt`` naming ``where``
+    and the line.
+
+    >>> parse_history('{"start_step": 0, "world_size": 2}\\n{"start_step": 5, "world_size": 4}\\n{"start_st')
     [WorldSizeSpan(start_step=0, world_size=2), WorldSizeSpan(start_step=5, world_size=4)]
     """
+    lines = text.split("\n")  # the last item is "" when the file ends with its last line's line feed
     spans: dict[int, int] = {}
-    for line in text.splitlines():
-        if line.strip():
+    for number, line in enumerate(lines[:-1], start=1):
+        if not line.strip() or line == TORN or lines[number] == TORN:
+            continue
+        try:
             entry = json.loads(line)
-            for start in [s for s in spans if s > entry["start_step"]]:
-                del spans[start]  # a restart from an earlier step supersedes later records
-            spans[int(entry["start_step"])] = int(entry["world_size"])
+            start, size = int(entry["start_step"]), int(entry["world_size"])
+        except (ValueError, TypeError, KeyError):
+            raise CatalogCorrupt(f"{where}: line {number} is not a world-size record: {line[:60]!r}") from None
+        for later in [s for s in spans if s > start]:
+            del spans[later]  # a restart from an earlier step supersedes later records
+        spans[start] = size
     history = [WorldSizeSpan(s, spans[s]) for s in sorted(spans)]
     return history if history and history[0].start_step == 0 else [*_UNRECORDED, *history]
 
@@ -92,6 +104,8 @@ class WorldSizeLog:
         if recorded and _size_at(read, start_step) == world_size and history[-1].start_step <= start_step:
             return  # already in force, and no later span for this start to supersede
         entry = {"start_step": start_step, "world_size": world_size, "time": _now()}
+        if seen is not None and seen[1] and storage.read_range(self.path, seen[1] - 1, 1, cache=False) != b"\n":
+            storage.append_line(self.path, "\n" + TORN)  # end the line an interrupted write left, and mark it torn
         storage.append_line(self.path, json.dumps(entry))
 
     def check(self, world_size: int) -> None:
@@ -105,7 +119,7 @@ class WorldSizeLog:
         read = self._read
         if read[0] == seen:
             return read
-        history = tuple(parse_history(storage.read_bytes(self.path).decode())) if found.exists else _UNRECORDED
+        history = tuple(parse_history(storage.read_bytes(self.path).decode(), where=self.path)) if found.exists else _UNRECORDED
         self._read = read = (seen, history, [span.start_step for span in history])
         return read
 

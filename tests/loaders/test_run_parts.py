@@ -14,6 +14,7 @@ from loaders import Catalog, Pack, RankOutOfRange, ReadPlan, Run, Source, Tokeni
 from loaders.assembler import Assembler
 from loaders.catalog import CatalogStore
 from loaders.documents import DocumentSource
+from loaders.errors import CatalogCorrupt
 from loaders.packer import Packer, estimate_sequences_per_block
 from loaders.run_manifest import create_manifest
 from loaders.sampler import Sampler
@@ -154,6 +155,22 @@ def test_the_world_size_log_reads_the_file_only_when_it_changed(tmp_path, monkey
     assert reads == [] and log.history() == [WorldSizeSpan(0, 2), WorldSizeSpan(5, 4)]
     log.record(3, 1)  # a restart from an earlier step supersedes the later span
     assert log.history() == [WorldSizeSpan(0, 2), WorldSizeSpan(3, 1)] and len(reads) == 1
+
+
+def test_a_torn_world_size_line_is_skipped_and_marked_and_garbage_is_one_line_naming_the_file(tmp_path):
+    path = tmp_path / "world_sizes.jsonl"
+    log = WorldSizeLog(str(path), run="r", plan=PLAN)
+    log.record(0, 2)
+    with open(path, "a") as out:
+        out.write('{"start_step": 5, "wor')  # a writer killed mid-line
+    assert log.history() == [WorldSizeSpan(0, 2)]  # the unterminated last line is no record, and no failure
+    log.record(6, 4)  # the next writer ends the torn line and marks it
+    assert path.read_text().splitlines()[1:] == ['{"start_step": 5, "wor', '{"torn": true}', path.read_text().splitlines()[-1]]
+    assert WorldSizeLog(str(path), run="r", plan=PLAN).history() == [WorldSizeSpan(0, 2), WorldSizeSpan(6, 4)]
+    path.write_text(path.read_text().replace('{"torn": true}', "not a record"))  # an edit, not a torn write
+    with pytest.raises(CatalogCorrupt, match=f"{path}: line 2 is not a world-size record") as caught:
+        WorldSizeLog(str(path), run="r", plan=PLAN).at(7)
+    assert "\n" not in str(caught.value)
 
 
 def test_the_world_size_log_sees_a_span_another_process_writes(catalog):
