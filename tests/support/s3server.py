@@ -10,11 +10,11 @@ top-level ``tests/conftest.py`` or in the test modules that use them):
 
 from __future__ import annotations
 
+import hashlib
 import os
 import shutil
 import subprocess
 import sys
-import uuid
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator
@@ -113,14 +113,21 @@ class S3Bucket:
 
 
 @pytest.fixture
-def s3_bucket(s3_server: S3Server, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> S3Bucket:
-    """A new bucket; the environment points the read path at the server and the disk cache at ``tmp_path``."""
+def s3_bucket(
+    s3_server: S3Server, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, request: pytest.FixtureRequest
+) -> S3Bucket:
+    """A new bucket; the environment points the read path at the server and the disk cache at ``tmp_path``.
+
+    The bucket is named after the test, so object paths, and with them the
+    faults a :class:`~tests.support.faultproxy.FaultProxy` draws for them,
+    are the same on every run.
+    """
     for name, value in s3_server.env().items():
         monkeypatch.setenv(name, value)
     monkeypatch.delenv("AWS_ENDPOINT_URL_S3", raising=False)
     monkeypatch.delenv("AWS_PROFILE", raising=False)
     monkeypatch.setenv("BATCHSCOPE_CACHE_DIR", str(tmp_path / "cache"))
-    name = f"bucket-{uuid.uuid4().hex[:12]}"
+    name = f"bucket-{hashlib.sha256(request.node.nodeid.encode()).hexdigest()[:12]}"
     s3_server.client().create_bucket(Bucket=name)
     return S3Bucket(server=s3_server, name=name)
 
