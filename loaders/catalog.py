@@ -378,16 +378,23 @@ class CatalogStore:
             raise CatalogCorrupt(f"{path}: tokenizer is not UTF-8 text ({exc})") from exc
 
     def tokenizer(self, ref: str) -> "Tokenizer":
-        """Load a stored tokenizer (cached per content id: a content id is checked and parsed once per process)."""
-        if is_version_id(ref):
-            with _TOKENIZERS_LOCK:
-                found = _TOKENIZERS_BY_ID.get((self.root, ref))
-            if found is not None:
-                return found
-        found = _load_tokenizer(self.tokenizer_json(ref))
-        if is_version_id(ref):
-            with _TOKENIZERS_LOCK:
-                _TOKENIZERS_BY_ID[(self.root, ref)] = found
+        """Load a stored tokenizer by name or content id.
+
+        A name is resolved on every call (names move, like tags); the content id
+        it resolves to is read, checked and parsed once per process.
+        """
+        with _TOKENIZERS_LOCK:  # a content id (what runs record) needs no name lookup once loaded
+            found = _TOKENIZERS_BY_ID.get((self.root, ref)) if is_version_id(ref) else None
+        if found is not None:
+            return found
+        digest = self.tokenizer_id(ref)
+        with _TOKENIZERS_LOCK:
+            found = _TOKENIZERS_BY_ID.get((self.root, digest))
+        if found is not None:
+            return found
+        found = _load_tokenizer(self.tokenizer_json(digest))
+        with _TOKENIZERS_LOCK:
+            _TOKENIZERS_BY_ID[(self.root, digest)] = found
         return found
 
 

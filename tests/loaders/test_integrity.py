@@ -81,6 +81,25 @@ def test_a_tag_that_is_a_path_is_refused(catalog: Catalog, tmp_path: Path) -> No
         catalog._load("b", f"../../b/versions/{other.id}")
 
 
+def test_a_tokenizer_edited_after_it_was_stored_is_refused_and_a_moved_name_is_followed(catalog: Catalog) -> None:
+    from tests.support.readpath import words_tokenizer_json
+
+    text = words_tokenizer_json()
+    digest = catalog.put_tokenizer("words", text)
+    blob = Path(catalog.root) / "tokenizers" / "blobs" / f"{digest}.json"
+    blob.write_text(text.replace('"alpha"', '"ALPHA"'))
+    with pytest.raises(CatalogCorrupt) as info:
+        catalog.tokenizer("words")
+    assert str(blob) in info.value.message and "does not match its content id" in info.value.message
+    blob.write_text(text)
+    assert catalog.tokenizer("words").token_to_id("alpha") is not None
+    moved = json.loads(text)
+    moved["model"]["vocab"]["gamma"] = len(moved["model"]["vocab"])
+    catalog.put_tokenizer("words", json.dumps(moved))  # the name now means another tokenizer
+    assert catalog.tokenizer("words").token_to_id("gamma") is not None
+    assert catalog.tokenizer(digest).token_to_id("gamma") is None  # the content id still pins the old one
+
+
 @pytest.mark.parametrize("which", ["manifest", "refs"])
 def test_unreadable_json_is_one_line_naming_the_file(catalog: Catalog, tmp_path: Path, which: str) -> None:
     version = catalog.register("a", [_write(tmp_path / "a.parquet", _texts(["x"]))], key="id")
