@@ -140,6 +140,7 @@ class Templates:
             trim_blocks=True,
             lstrip_blocks=True,
             bytecode_cache=_COMPILED,
+            auto_reload=False,  # templates ship with the package: no file stat per render (restart to see edits)
         )
         self.env.filters.update(FILTERS)
         revisions: dict[str, str] = {}
