@@ -113,9 +113,7 @@ class S3Bucket:
 
 
 @pytest.fixture
-def s3_bucket(
-    s3_server: S3Server, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, request: pytest.FixtureRequest
-) -> S3Bucket:
+def s3_bucket(s3_server: S3Server, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, request: pytest.FixtureRequest) -> S3Bucket:
     """A new bucket; the environment points the read path at the server and the disk cache at ``tmp_path``.
 
     The bucket is named after the test, so object paths, and with them the
