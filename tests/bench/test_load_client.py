@@ -21,6 +21,10 @@ class _Handler(http.server.BaseHTTPRequestHandler):
     def do_GET(self) -> None:  # noqa: N802 (the stdlib's name)
         if self.path == "/drop":  # answer, then close the connection: the client must reconnect for its next request
             self.close_connection = True
+        if self.path == "/spin":  # 30 ms of CPU: three of /proc's 10 ms ticks, however slow the machine is
+            end = time.process_time() + 0.03
+            while time.process_time() < end:
+                pass
         status = 404 if self.path == "/missing" else 200
         body = f"<p>{self.path}</p>".encode()
         self.send_response(status)
@@ -82,7 +86,7 @@ def test_the_process_tree_cpu_counts_children() -> None:
 
 
 def test_a_timed_load_reports_cpu_per_request(base_url: str) -> None:
-    phase = timed_load(base_url, [RouteKind("page", ("/a",), 1.0)], clients=2, seconds=0.3, seed=1, server_pid=os.getpid())
+    phase = timed_load(base_url, [RouteKind("page", ("/spin",), 1.0)], clients=2, seconds=0.3, seed=1, server_pid=os.getpid())
     cpu = phase.cpu()
     assert phase.samples and cpu["server_cores_busy"] is not None and cpu["server_cpu_ms_per_request"] > 0
     assert cpu["client_cpu_ms_per_request"] > 0
