@@ -383,31 +383,19 @@ class CatalogStore:
         A name is resolved on every call (names move, like tags); the content id
         it resolves to is read, checked and parsed once per process.
         """
-        with _TOKENIZERS_LOCK:  # a content id (what runs record) needs no name lookup once loaded
-            found = _TOKENIZERS_BY_ID.get((self.root, ref)) if is_version_id(ref) else None
-        if found is not None:
-            return found
-        digest = self.tokenizer_id(ref)
+        from tokenizers import Tokenizer
+
+        if not (is_version_id(ref) and (self.root, ref) in _TOKENIZERS_BY_ID):  # a loaded content id needs no lookup
+            ref = self.tokenizer_id(ref)
         with _TOKENIZERS_LOCK:
-            found = _TOKENIZERS_BY_ID.get((self.root, digest))
-        if found is not None:
-            return found
-        found = _load_tokenizer(self.tokenizer_json(digest))
-        with _TOKENIZERS_LOCK:
-            _TOKENIZERS_BY_ID[(self.root, digest)] = found
+            found = _TOKENIZERS_BY_ID.get((self.root, ref))
+        if found is None:
+            parsed = Tokenizer.from_str(self.tokenizer_json(ref))
+            with _TOKENIZERS_LOCK:
+                found = _TOKENIZERS_BY_ID.setdefault((self.root, ref), parsed)
         return found
 
 
-_TOKENIZERS: dict[str, "Tokenizer"] = {}
 #: Tokenizers loaded by content id, per catalog root: the id pins the bytes, which were checked when first loaded.
 _TOKENIZERS_BY_ID: dict[tuple[str, str], "Tokenizer"] = {}
 _TOKENIZERS_LOCK = threading.Lock()
-
-
-def _load_tokenizer(tokenizer_json: str) -> "Tokenizer":
-    from tokenizers import Tokenizer
-
-    digest = hashlib.sha256(tokenizer_json.encode()).hexdigest()
-    if digest not in _TOKENIZERS:
-        _TOKENIZERS[digest] = Tokenizer.from_str(tokenizer_json)
-    return _TOKENIZERS[digest]
