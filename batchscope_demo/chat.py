@@ -9,10 +9,10 @@ from typing import TYPE_CHECKING, Callable
 import pyarrow as pa
 
 from loaders import Catalog
-from loaders.chat import IM_END, header_length, render_chat, special_ids
+from loaders.transforms.chat import IM_END, header_length, render_chat, special_ids
 
 from .common import DemoChanges, register_pair
-from .text import Doc, stdlib_docs
+from .stdlib_docs import Doc, stdlib_docs
 from .tokenizer import NAME as TOKENIZER
 from .tokenizer import ensure_tokenizer
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Iterable
 
 from loaders import Catalog
-from loaders.chat import CHAT_TEMPLATE, SPECIAL_TOKENS, RenderedChat, chat_text, render_chat
+from loaders.transforms.chat import CHAT_TEMPLATE, SPECIAL_TOKENS, RenderedChat, chat_text, render_chat
 
 if TYPE_CHECKING:
     from tokenizers import Tokenizer
@@ -58,7 +58,7 @@ def train_tokenizer(texts: Iterable[str], *, vocab_size: int = VOCAB_SIZE) -> "T
 def ensure_tokenizer(catalog: Catalog) -> "Tokenizer":
     """The catalog's ``demo-bpe``; trained on the standard-library prose and stored when missing."""
     if NAME not in catalog.tokenizers():
-        from .text import stdlib_docs
+        from .stdlib_docs import stdlib_docs
 
         tokenizer = train_tokenizer(doc.text for doc in stdlib_docs())
         catalog.put_tokenizer(NAME, tokenizer.to_str())

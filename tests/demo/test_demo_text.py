@@ -12,12 +12,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from tokenizers import Tokenizer, models
 
-from batchscope_demo import chat, rollouts, text
+from batchscope_demo import chat, rollouts, stdlib_docs, text
 from batchscope_demo.common import load_changes
 from batchscope_demo.tokenizer import NAME as TOKENIZER
 from batchscope_demo.tokenizer import SPECIAL_TOKENS, train_tokenizer
 from loaders import Catalog, DecodeError
-from loaders.chat import IM_END, IM_START, chat_text, render_chat
+from loaders.transforms.chat import IM_END, IM_START, chat_text, render_chat
 
 BUILDERS = {"web-text": text.build, "sft-chat": chat.build, "rl-rollouts": rollouts.build}
 
@@ -71,7 +71,7 @@ def test_the_seed_alone_decides_the_data(tmp_path: Path, demo: Catalog) -> None:
 
 
 def test_tokenizer_training_is_deterministic() -> None:
-    docs = [doc.text for doc in text.stdlib_docs()[:400]]
+    docs = [doc.text for doc in stdlib_docs.stdlib_docs()[:400]]
     first, second = train_tokenizer(docs, vocab_size=800), train_tokenizer(docs, vocab_size=800)
     assert first.to_str() == second.to_str()
     assert [first.token_to_id(t) for t in SPECIAL_TOKENS] == [0, 1, 2, 3]
@@ -150,7 +150,7 @@ def test_web_text_is_stdlib_prose_with_recorded_changes(demo: Catalog) -> None:
     version = demo.resolve("web-text@v1")
     assert version.tokenizer == TOKENIZER and version.kinds["text"] == "text"
     assert 2500 <= len(v1) <= 4000 and "json.loads" in v1
-    assert all(r["source"] == "cpython-stdlib" and r["n_chars"] == len(r["text"]) >= text.MIN_CHARS for r in v1.values())
+    assert all(r["source"] == "cpython-stdlib" and r["n_chars"] == len(r["text"]) >= stdlib_docs.MIN_CHARS for r in v1.values())
     changes = load_changes(demo, "web-text")
     assert sorted(v2.keys() - v1.keys()) == changes.added and sorted(v1.keys() - v2.keys()) == changes.removed
     assert sorted(k for k in v1.keys() & v2.keys() if v1[k] != v2[k]) == changes.edited
