@@ -12,7 +12,7 @@ from typing import Annotated, Any
 from fastapi import Depends, Request
 
 from loaders import Catalog
-from loaders.cache import ByteLRU
+from loaders.storage.cache import ByteLRU
 
 from .flags import FlagStore
 from .run_cache import RunCache

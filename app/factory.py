@@ -18,8 +18,8 @@ from fastapi import FastAPI
 from fastapi.staticfiles import StaticFiles
 
 from loaders import Catalog
-from loaders.cache import ByteLRU
-from loaders.version import row_group_cache
+from loaders.catalog.version import row_group_cache
+from loaders.storage.cache import ByteLRU
 
 from . import errors, urls
 from .csrf import CsrfMiddleware, form_token

@@ -22,7 +22,7 @@ from fastapi.responses import Response, StreamingResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from loaders import DatasetVersion
-from loaders.catalog import check_name
+from loaders.catalog.store import check_name
 from loaders.media import media_type
 
 from . import urls

@@ -7,7 +7,7 @@ for at once by a grid never decode one image twice. Decode failures of
 immutable media are remembered too (a broken image stays broken), so a page
 of broken samples costs one attempt each.
 
->>> from loaders.cache import ByteLRU
+>>> from loaders.storage.cache import ByteLRU
 >>> cache = MediaCache(ByteLRU(budget=100, size_of=len))
 >>> cache.get_or_make(("thumb", "v1", "k"), lambda: b"webp bytes")
 b'webp bytes'
@@ -24,8 +24,8 @@ from typing import Any, Callable, Hashable, TypeVar
 
 from fastapi import Request
 
-from loaders.cache import ByteLRU
 from loaders.errors import DecodeError
+from loaders.storage.cache import ByteLRU
 
 T = TypeVar("T")
 

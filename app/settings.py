@@ -10,7 +10,7 @@ import typing
 from dataclasses import dataclass, field
 from typing import Any, Iterator, Optional
 
-from loaders.catalog import DEFAULT_ROOT
+from loaders.catalog.store import DEFAULT_ROOT
 from loaders.errors import BatchscopeError
 
 ENV_PREFIX = "BATCHSCOPE_"

@@ -10,7 +10,7 @@ from typing import Any, Mapping
 import jinja2
 from jinja2.bccache import Bucket, BytecodeCache
 
-from loaders.kinds import PICTURE_KINDS
+from loaders.catalog.kinds import PICTURE_KINDS
 
 from . import urls
 from .markup import segments_html, token_spans_html

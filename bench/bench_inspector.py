@@ -93,7 +93,7 @@ def _timed_get(client: Any, url: str) -> tuple[float, int]:
 def run(workdir: Path, *, quick: bool) -> dict[str, Any]:
     """Measure both pages against their in-run baselines."""
     from loaders import Catalog, Pack, ReadPlan, Source, Tokenize
-    from loaders.version import clear_read_caches
+    from loaders.catalog.version import clear_read_caches
 
     base = Path(workdir) / "inspector" / ("quick" if quick else "full")
     catalog = Catalog(base / "catalog")

@@ -40,8 +40,8 @@ FLAT_TOLERANCE = 1.5
 def write_synthetic_version(catalog: Any, name: str, rows: int, *, shard_rows: int = SHARD_ROWS, row_group: int = ROW_GROUP) -> str:
     """Write a manifest claiming ``rows`` rows (shards of ``shard_rows``, fake digests) and tag it ``v1``; returns its id."""
     from loaders import storage
-    from loaders.manifest import Manifest
-    from loaders.shards import ShardInfo
+    from loaders.catalog.manifest import Manifest
+    from loaders.storage.shards import ShardInfo
 
     shards = []
     for number, first in enumerate(range(0, rows, shard_rows)):

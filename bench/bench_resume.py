@@ -66,7 +66,7 @@ def build_run(root: Path) -> Any:
 def resume_once(catalog_root: Path, step: int, *, state: dict[str, Any]) -> tuple[float, int]:
     """Open the run, make a reader, load ``state`` moved to ``step``, take the first batch: ``(seconds, samples)``."""
     from loaders import Catalog
-    from loaders.version import clear_read_caches
+    from loaders.catalog.version import clear_read_caches
 
     clear_read_caches()
     start = time.perf_counter()

@@ -116,7 +116,7 @@ def _build_batch(workdir: Path, *, tokens: int) -> str:
     if marker.exists() and json.loads(marker.read_text()) == spec:
         return str(root / "catalog")
     from loaders import Catalog
-    from loaders.plan import ReadPlan, Shuffle, Source
+    from loaders.sampling.plan import ReadPlan, Shuffle, Source
 
     shutil.rmtree(root, ignore_errors=True)
     (root / "data").mkdir(parents=True)

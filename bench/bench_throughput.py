@@ -162,7 +162,7 @@ def reader_scan(run: Any, rank: int, world_size: int, steps: int, *, consume: st
 
 
 def _timed(fn: Any, *args: Any, **kwargs: Any) -> tuple[float, int]:
-    from loaders.version import clear_read_caches
+    from loaders.catalog.version import clear_read_caches
 
     clear_read_caches()
     start = time.perf_counter()
@@ -171,7 +171,7 @@ def _timed(fn: Any, *args: Any, **kwargs: Any) -> tuple[float, int]:
 
 
 def _amplification(run: Any, steps: int, **options: Any) -> dict[str, Any]:
-    from loaders.version import READ_STATS, clear_read_caches
+    from loaders.catalog.version import READ_STATS, clear_read_caches
 
     clear_read_caches()
     READ_STATS.reset()

@@ -63,7 +63,7 @@ LOOKUP_WARM_GOAL_MS = 1.0
 # -- 1. mixture -------------------------------------------------------------------------------------------
 def _format_2_counts(weights: list[float], batch: int, streams: int, steps: int) -> np.ndarray:
     """Per-step source counts of read format 2 (one block pattern per stream, phase ``k·M/K``)."""
-    from loaders.mixture import Mixture, apportion
+    from loaders.order.mixture import Mixture, apportion
 
     mixture = Mixture.build(apportion(weights, 1024))
     width = batch // streams
@@ -78,8 +78,8 @@ def _format_2_counts(weights: list[float], batch: int, streams: int, steps: int)
 
 
 def _format_3_counts(weights: list[float], batch: int, streams: int, steps: int) -> np.ndarray:
-    from loaders.mixture import apportion
-    from loaders.step_mixture import StepMixture
+    from loaders.order.mixture import apportion
+    from loaders.order.step_mixture import StepMixture
 
     cycle = -(-1024 // batch)
     mixture = StepMixture.build(apportion(weights, cycle * batch), cycle, batch, streams)
@@ -239,9 +239,10 @@ def tokenized_throughput(base: Path, *, quick: bool) -> dict[str, Any]:
 # -- 4. packed lookup at 1e9 ---------------------------------------------------------------------------------------
 def packed_lookup(base: Path) -> dict[str, Any]:
     """Cold and warm (step, rank) → packed sequences at N = 1e9, token counts synthetic (no data is read)."""
-    from loaders import Catalog, Pack, ReadPlan, Source, Tokenize, token_index
-    from loaders.run import Run
-    from loaders.run_manifest import READ_FORMAT, ResolvedSource, cycle_steps, fingerprint, source_chunk, token_count_key
+    from loaders import Catalog, Pack, ReadPlan, Source, Tokenize
+    from loaders.run.facade import Run
+    from loaders.run.manifest import READ_FORMAT, ResolvedSource, cycle_steps, fingerprint, source_chunk, token_count_key
+    from loaders.sampling import token_index
 
     catalog = Catalog(base / "catalog")
     if not catalog.datasets():

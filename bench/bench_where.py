@@ -1,6 +1,6 @@
 """Where-was-this-read benchmark: a record's (step, rank, sample) in every epoch listed, at N = 1e6 and 1e9.
 
-batchscope answers with ``loaders.where.where_read``: it inverts the read
+batchscope answers with ``loaders.sampling.where.where_read``: it inverts the read
 order (chunk and window permutations, the mixture table) for each epoch, with
 no reads and no scan. The runs read synthetic manifests that claim N rows
 (see :mod:`bench.bench_lookup`): nothing opens a shard. The baseline is the
@@ -52,7 +52,7 @@ def build_runs(root: Path, sizes: tuple[int, ...]) -> dict[tuple[str, int], Any]
 
 def measure(run: Any, n: int, *, count: int, rng: random.Random) -> dict[str, Any]:
     """Median and p95 of ``where_read`` over random records (8 epochs, then 1), and the forward baseline."""
-    from loaders.where import where_read
+    from loaders.sampling.where import where_read
 
     records = [rng.randrange(n) for _ in range(count)]
     listed = harness.time_calls(lambda r: where_read(run, 0, r, epochs=EPOCHS), records, warmup=1)

@@ -5,8 +5,10 @@
 >>> version = catalog.register("web-text", ["a.parquet"], tag="v1")  # doctest: +SKIP
 """
 
-from .batch import Address, Batch, Document, Sample
-from .catalog import default_root
+from . import _moved
+from .catalog.kinds import KINDS, infer_kind, infer_kinds
+from .catalog.store import default_root
+from .catalog.version import DatasetVersion
 from .errors import (
     AmbiguousKey,
     AmbiguousVersion,
@@ -31,14 +33,15 @@ from .errors import (
     TokenizerNotFound,
     VersionNotFound,
 )
-from .kinds import KINDS, infer_kind, infer_kinds
-from .ledger import Ledger, LedgerEntry
-from .plan import ReadPlan, Shuffle, Source
-from .reader import Reader
-from .run import Run, Verification, WorldSizeSpan
-from .run_catalog import Catalog
+from .run.catalog import Catalog
+from .run.facade import Run, Verification, WorldSizeSpan
+from .sampling.batch import Address, Batch, Document, Sample
+from .sampling.plan import ReadPlan, Shuffle, Source
+from .training.ledger import Ledger, LedgerEntry
+from .training.reader import Reader
 from .transforms import ChatTemplate, Pack, RandomResizedCrop, SampleFrames, Tokenize, Transform, UserFunction, UseTokens
-from .version import DatasetVersion
+
+_moved.install()  # the old module paths (loaders.training.reader, loaders.sampling.plan...) stay importable
 
 __all__ = [
     "AmbiguousKey",

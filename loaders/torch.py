@@ -18,11 +18,13 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader, IterableDataset, get_worker_info
 
-from .collate import collate_numpy
-from .ledger_writer import batch_summary
-from .progress import Progress
-from .run import Run
-from .run_catalog import Catalog
+from .run.catalog import Catalog
+from .run.facade import Run
+from .sampling.collate import collate_numpy
+from .training.ledger_writer import batch_summary
+from .training.progress import Progress
+
+__all__ = ["BatchscopeDataset", "Loader", "collate_torch", "make_loader"]
 
 
 def collate_torch(batch_dict: dict[str, Any]) -> dict[str, Any]:
@@ -68,7 +70,7 @@ class BatchscopeDataset(IterableDataset):
 class Loader:
     """A ``DataLoader`` over :class:`BatchscopeDataset` that writes the ledger and saves/restores its position.
 
-    Like :class:`~loaders.reader.Reader`, its state means *trained*: ``log(step, ...)`` or ``mark_trained(step)``
+    Like :class:`~loaders.training.reader.Reader`, its state means *trained*: ``log(step, ...)`` or ``mark_trained(step)``
     moves it, and batches handed out but not marked are delivered again after a resume. It has ``state_dict`` and
     ``load_state_dict``, so frameworks that save stateful dataloaders (PyTorch Lightning) checkpoint it as is. A new
     iteration continues after the last batch handed out (or where ``load_state_dict`` put it).

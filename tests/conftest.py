@@ -36,7 +36,7 @@ def word_tokenizer(words: list[str]) -> str:
     """A word-level Hugging Face tokenizer (JSON) with the ChatML special tokens, built offline."""
     from tokenizers import Tokenizer, models, pre_tokenizers
 
-    from loaders.chat import SPECIAL_TOKENS
+    from loaders.transforms.chat import SPECIAL_TOKENS
 
     vocab = {"[UNK]": 0}
     for word in words:
@@ -56,7 +56,7 @@ CHATS = [
 
 def _chat_table(catalog: Catalog) -> pa.Table:
     """Three chats rendered by the read path's ChatML template: one good, one missing ``<|im_end|>``, one mask shifted by one."""
-    from loaders.chat import IM_END, render_chat
+    from loaders.transforms.chat import IM_END, render_chat
 
     words = sorted({w for chat in CHATS for m in chat for w in (m["role"] + " " + m["content"]).split()})
     catalog.put_tokenizer(CHAT_TOKENIZER, word_tokenizer(words))

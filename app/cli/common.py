@@ -11,7 +11,7 @@ import typer
 from rich.console import Console
 
 from loaders import BatchscopeError, Catalog, CatalogCorrupt
-from loaders.catalog import DEFAULT_ROOT
+from loaders.catalog.store import DEFAULT_ROOT
 
 console = Console()
 err_console = Console(stderr=True)

@@ -49,7 +49,7 @@ def register(
         catalog = open_catalog(root)
         paths: list[str] = list(files)
         if exclude:
-            from loaders.exclude import write_excluding
+            from loaders.catalog.exclude import write_excluding
 
             paths = write_excluding(catalog, name, paths, exclude, key=key)
         version = catalog.register(

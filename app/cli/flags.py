@@ -54,7 +54,7 @@ def export(
     """Print flags as JSON lines (what /flags.jsonl serves), or with --keys the flagged keys one a line."""
     from app.flags import FlagFilter
     from app.jsonable import jsonable
-    from loaders.exclude import write_key_file
+    from loaders.catalog.exclude import write_key_file
 
     with friendly_errors():
         store = _store(root)

@@ -10,8 +10,8 @@ from rich.markup import escape
 from rich.table import Table
 
 from loaders import Run
-from loaders.ledger import ledger_file_name
-from loaders.verification import (
+from loaders.training.ledger import ledger_file_name
+from loaders.training.verification import (
     EXIT_CANNOT_CHECK,
     EXIT_MISMATCH,
     EXIT_UNTRAINED,

@@ -12,7 +12,7 @@ from rich.console import Group
 from rich.panel import Panel
 from rich.text import Text
 
-from loaders.kinds import BYTES_KINDS
+from loaders.catalog.kinds import BYTES_KINDS
 
 from ..reveal import visible, visible_text
 from .common import RootOption, console, friendly_errors, open_catalog

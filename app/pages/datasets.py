@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from loaders import Catalog, DatasetVersion
-from loaders.catalog import check_name
+from loaders.catalog.store import check_name
 from loaders.errors import TokenizerNotFound
 
 from .. import urls

@@ -18,8 +18,9 @@ import numpy as np
 from PIL import Image
 
 from loaders import Catalog, DatasetVersion
+from loaders.catalog.kinds import PICTURE_KINDS
+from loaders.catalog.media_files import read_media
 from loaders.errors import DecodeError, NotFound, SampleNotFound
-from loaders.kinds import PICTURE_KINDS
 from loaders.media import (
     VideoInfo,
     decode_frames,
@@ -35,7 +36,6 @@ from loaders.media import (
     thumbnail,
     video_source,
 )
-from loaders.media_files import read_media
 
 from .. import urls
 from ..decode_budget import DecodeBudget, frame_decode_bytes, image_decode_bytes, jpeg_reduction

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from loaders import Run
-from loaders.realized_mixture import (
+from loaders.forensics.realized_mixture import (
     RealizedMixture,
     StepMix,
     measure,

@@ -16,7 +16,7 @@ from typing import Iterable
 import pyarrow.parquet as pq
 
 from loaders import storage
-from loaders.version import DatasetVersion, row_group_cache
+from loaders.catalog.version import DatasetVersion, row_group_cache
 
 from ..decode_budget import DecodeBudget
 

@@ -17,8 +17,8 @@ from typing import Iterator
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from loaders.records import Record
-from loaders.version import DatasetVersion
+from loaders.catalog.records import Record
+from loaders.catalog.version import DatasetVersion
 
 from ..decode_budget import DecodeBudget
 from ..errors import BadQuery

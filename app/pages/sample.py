@@ -6,9 +6,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from loaders import Catalog, DatasetVersion
+from loaders.catalog.kinds import BYTES_KINDS
+from loaders.catalog.records import Record
 from loaders.errors import BatchscopeError, SampleNotFound, StorageError
-from loaders.kinds import BYTES_KINDS
-from loaders.records import Record
 
 from .. import urls
 from ..decode_budget import DecodeBudget

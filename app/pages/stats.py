@@ -8,7 +8,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from loaders.version import DatasetVersion
+from loaders.catalog.version import DatasetVersion
 
 from ..reveal import visible_piece
 

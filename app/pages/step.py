@@ -6,7 +6,7 @@ from collections import Counter
 from dataclasses import dataclass
 
 from loaders import Batch, Catalog
-from loaders.realized_mixture import step_mix
+from loaders.forensics.realized_mixture import step_mix
 
 from .. import urls
 from ..jsonable import html_only

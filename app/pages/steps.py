@@ -140,7 +140,7 @@ def link_key(run: Run, document: Document) -> str:
 
 def compare_against(run: Run, batch: Batch, other: str) -> Against:
     """Recompute this (step, rank) with one source swapped and say, sample by sample, what changes."""
-    from loaders.records import digest
+    from loaders.catalog.records import digest
 
     alternative = run.against(other)
     theirs = alternative.batch(batch.step, batch.rank, world_size=batch.world_size)

@@ -1,6 +1,6 @@
 """Page data of "where was this read": the runs that read a sample, per epoch, and the steps flagged samples touched.
 
-Every read comes from :func:`loaders.where.where_read` (inverting the read
+Every read comes from :func:`loaders.sampling.where.where_read` (inverting the read
 order); nothing here scans a ledger or a step.
 """
 
@@ -11,7 +11,7 @@ from typing import Callable, Iterable
 
 from loaders import Catalog, DatasetVersion, Run
 from loaders.errors import BatchscopeError
-from loaders.where import where_read
+from loaders.sampling.where import where_read
 
 from .. import urls
 from ..flags import Flag

@@ -1,6 +1,6 @@
 """Chats: turns by role, and when the record carries token ids and a loss mask, each turn's tokens and a consistency check.
 
-The check follows the read path's ChatML template (``loaders.chat``): a turn
+The check follows the read path's ChatML template (``loaders.transforms.chat``): a turn
 is ``<|im_start|>{role}\\n{content}<|im_end|>\\n``; for trained roles the
 content and the closing ``<|im_end|>`` are trained, everything else is masked.
 A turn without its ``<|im_end|>``, a mask shifted against the assistant spans,
@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Mapping, Sequence
 
-from loaders.chat import IM_END, IM_START, TRAINED_ROLES, header_length
+from loaders.transforms.chat import IM_END, IM_START, TRAINED_ROLES, header_length
 
 from .text import TextView, text_view
 from .tokens import TokenView, _int_list, companions, token_view

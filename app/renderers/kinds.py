@@ -1,7 +1,7 @@
 """How the inspector shows each field kind: its field and cell renderers, the views they make, its diff view. One table.
 
 The domain facts of a kind (shape, inference, media, diff treatment) are in
-``loaders.kinds``; this table adds, once per kind, what the pages do with it.
+``loaders.catalog.kinds``; this table adds, once per kind, what the pages do with it.
 A new kind is a ``KindSpec`` there and a ``Presentation`` here: importing this
 module fails, naming the kind, when a kind of the read path has no
 presentation, has no diff view, or is listed twice.
@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from loaders.kinds import KINDS
+from loaders.catalog.kinds import KINDS
 
 from ..registries import unique
 from . import audio, basic, chat, episode, image, labels, model_media, rollout, text, tokens, video
@@ -84,13 +84,13 @@ FALLBACK = Presentation(
 def _check() -> None:
     missing = [kind for kind in KINDS if kind not in PRESENTATIONS]
     if missing:
-        raise LookupError(f"field kind(s) {', '.join(missing)} of loaders.kinds have no presentation in {__name__}")
+        raise LookupError(f"field kind(s) {', '.join(missing)} of loaders.catalog.kinds have no presentation in {__name__}")
     undiffed = [kind for kind in KINDS if PRESENTATIONS[kind].diff is None]
     if undiffed:
         raise LookupError(f"field kind(s) {', '.join(undiffed)} have no diff view in {__name__}")
     extra = [kind for kind in PRESENTATIONS if kind not in KINDS and kind not in (*MODEL_INPUT_KINDS, NULL)]
     if extra:
-        raise LookupError(f"{__name__} presents kind(s) {', '.join(extra)}, which are not field kinds (loaders.kinds)")
+        raise LookupError(f"{__name__} presents kind(s) {', '.join(extra)}, which are not field kinds (loaders.catalog.kinds)")
 
 
 _check()

@@ -8,7 +8,7 @@ from fastapi import APIRouter, Query, Request
 from fastapi.responses import RedirectResponse, Response
 
 from loaders import DatasetVersion
-from loaders.catalog import check_name
+from loaders.catalog.store import check_name
 from loaders.diff import VersionDiff, diff_versions
 from loaders.media import image_info, pixel_diff
 

@@ -10,9 +10,9 @@ from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Resp
 from pydantic import BaseModel, Field
 
 from loaders import Catalog
-from loaders.catalog import check_name
+from loaders.catalog.exclude import write_key_file
+from loaders.catalog.store import check_name
 from loaders.errors import BatchscopeError
-from loaders.exclude import write_key_file
 
 from .. import urls
 from ..deps import CatalogDep, FlagsDep, RunsDep

@@ -19,7 +19,7 @@ from fastapi import APIRouter, Path, Request
 from fastapi.responses import Response
 
 from loaders import Batch, Catalog, Run
-from loaders.catalog import check_name
+from loaders.catalog.store import check_name
 from loaders.errors import SampleNotFound
 from loaders.media import encode_png
 

@@ -16,8 +16,8 @@ from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import Response
 
 from loaders import storage
+from loaders.catalog.kinds import MEDIA_KINDS
 from loaders.errors import SampleNotFound
-from loaders.kinds import MEDIA_KINDS
 
 from ..decode_budget import DecodeBudget, decode_budget_dependency
 from ..deps import CatalogDep

@@ -8,7 +8,7 @@ from typing import Annotated
 from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import Response
 
-from loaders.catalog import check_name
+from loaders.catalog.store import check_name
 from loaders.media import media_type
 from loaders.rl import RolloutQuery, episode_frame
 

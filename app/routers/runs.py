@@ -8,7 +8,7 @@ from fastapi import APIRouter, Path, Query, Request
 from fastapi.responses import RedirectResponse, Response
 
 from loaders import Run
-from loaders.catalog import check_name
+from loaders.catalog.store import check_name
 
 from .. import urls
 from ..deps import CatalogDep, FlagsDep, RunsDep, SettingsDep

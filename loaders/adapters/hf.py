@@ -24,7 +24,7 @@ from transformers.trainer_callback import ExportableState
 from transformers.trainer_utils import get_last_checkpoint
 
 from ..errors import StateMismatch
-from ..run import Run
+from ..run.facade import Run
 from ..torch import Loader, make_loader
 from .inputs import causal_lm_inputs
 

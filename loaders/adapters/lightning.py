@@ -19,7 +19,7 @@ from typing import Any
 
 import lightning as L
 
-from ..run import Run
+from ..run.facade import Run
 from ..torch import Loader, make_loader
 
 
@@ -28,7 +28,7 @@ class BatchscopeDataModule(L.LightningDataModule):
 
     ``loader_options`` go to :func:`loaders.torch.make_loader` (``num_workers``, ``flush_seconds``...). Needs a
     :class:`BatchscopeCallback` among the trainer's callbacks; batches are dicts of tensors with ``step`` (see
-    :func:`loaders.collate.collate_numpy`).
+    :func:`loaders.sampling.collate.collate_numpy`).
     """
 
     def __init__(self, run: Run, **loader_options: Any) -> None:

@@ -18,8 +18,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from .. import storage
+from ..catalog.version import DatasetVersion
 from ..errors import BatchscopeError
-from ..version import DatasetVersion
 from .fields import field_diffs, preview
 from .model import ROW_CHANGES, Counts, Duplicates, MatchSummary, RowChange, SchemaDiff, ShardDiff, VersionRef
 from .pairing import fetch_records, pair_edited

@@ -17,8 +17,8 @@ import math
 import re
 from typing import Any, Iterable, Mapping, Sequence
 
-from ..kinds import DIFF_JSON, DIFF_MEDIA, DIFF_PATHS, DIFF_SEQUENCE, kinds_where
-from ..records import content_key
+from ..catalog.kinds import DIFF_JSON, DIFF_MEDIA, DIFF_PATHS, DIFF_SEQUENCE, kinds_where
+from ..catalog.records import content_key
 from .model import FieldDiff, PathChange, SeqOp, TextOp
 
 #: Sequences longer than this (after trimming the common prefix and suffix) are shown as one replaced block.

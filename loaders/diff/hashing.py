@@ -6,7 +6,7 @@ Python), works on any nesting of lists, structs and maps, and is
 deterministic across processes and machines (no salted hashes), so hashes
 can be cached on disk.
 
-Equality follows the stored bits, like :func:`loaders.records.content_key`:
+Equality follows the stored bits, like :func:`loaders.catalog.records.content_key`:
 every NaN equals every NaN, ``-0.0`` differs from ``0.0``, a null differs
 from an empty string or list.
 
@@ -22,7 +22,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..records import content_key
+from ..catalog.records import content_key
 
 _M1 = np.uint64(0xFF51AFD7ED558CCD)
 _M2 = np.uint64(0xC4CEB9FE1A85EC53)

@@ -23,8 +23,8 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 import pyarrow as pa
 
-from ..records import Record
-from ..version import DatasetVersion
+from ..catalog.records import Record
+from ..catalog.version import DatasetVersion
 from .fields import same, words
 from .rows import CODES, sort_changes
 

@@ -17,7 +17,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..version import DatasetVersion
+from ..catalog.version import DatasetVersion
 from .matching import pair_in_order, pair_unique
 from .scan import MatchPlan, Partitions, default_workers, scan
 

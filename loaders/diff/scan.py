@@ -1,7 +1,7 @@
 """Reading the changed shards of both versions: pairs matched locally, everything else into hash partitions.
 
 Every row group is read through the verified read path
-(:class:`loaders.shards.OpenShard`: bytes checked against the manifest, only
+(:class:`loaders.storage.shards.OpenShard`: bytes checked against the manifest, only
 the key and compared columns decoded, the process-wide row-group cache left
 alone) on a small thread pool. The i-th changed shard of A and the i-th of B
 are read together and matched locally (:mod:`.local`) when both are small
@@ -24,8 +24,8 @@ from typing import Callable, Iterable, Iterator, Sequence
 import numpy as np
 import pyarrow as pa
 
-from ..shards import OpenShard
-from ..version import DatasetVersion
+from ..catalog.version import DatasetVersion
+from ..storage.shards import OpenShard
 from .fragments import Pieces, fragment, partition
 from .local import Outcome, match_pair
 from .schema import MatchPlan

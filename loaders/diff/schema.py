@@ -9,7 +9,7 @@ import os
 from collections import defaultdict, deque
 from dataclasses import dataclass
 
-from ..version import DatasetVersion
+from ..catalog.version import DatasetVersion
 from .model import ColumnChange, SchemaDiff, ShardDiff, ShardRef
 
 

@@ -12,9 +12,9 @@ from typing import Any, Iterator, Sequence, Unpack
 
 import pyarrow as pa
 
-from ..catalog import CatalogStore, check_name
+from ..catalog.store import CatalogStore, check_name
+from ..catalog.version import DatasetVersion
 from ..errors import RegistrationError
-from ..version import DatasetVersion
 from .hf_layout import Part, find_parts
 from .parquet import import_parquet, read_schema
 from .writer import ImportOptions, write_files

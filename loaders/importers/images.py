@@ -9,9 +9,9 @@ from typing import Iterator, Mapping
 
 import pyarrow as pa
 
-from ..catalog import CatalogStore
+from ..catalog.store import CatalogStore
+from ..catalog.version import DatasetVersion
 from ..errors import RegistrationError
-from ..version import DatasetVersion
 from .writer import Progress, staged_import
 
 #: File suffixes taken as images; every other file is skipped.

@@ -22,9 +22,9 @@ from typing import IO, Any, Callable, Iterator, Mapping, Sequence
 
 import pyarrow as pa
 
-from ..catalog import CatalogStore
+from ..catalog.store import CatalogStore
+from ..catalog.version import DatasetVersion
 from ..errors import RegistrationError
-from ..version import DatasetVersion
 from .writer import CountingReader, Progress, input_files, staged_import
 
 SUFFIXES = (".jsonl", ".ndjson", ".jsonl.gz", ".ndjson.gz", ".jsonl.bz2", ".jsonl.xz", ".jsonl.zst", ".jsonl.zstd")

@@ -18,9 +18,9 @@ from typing import Any, Callable, Iterator, Mapping, Unpack
 
 import pyarrow as pa
 
-from ..catalog import CatalogStore
+from ..catalog.store import CatalogStore
+from ..catalog.version import DatasetVersion
 from ..errors import RegistrationError
-from ..version import DatasetVersion
 from .writer import ImportOptions, write_files
 
 IMAGE = pa.struct([("bytes", pa.binary()), ("path", pa.string())])

@@ -16,8 +16,8 @@ from typing import Mapping
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ..catalog.kinds import MEDIA_KINDS, infer_kinds
 from ..errors import RegistrationError
-from ..kinds import MEDIA_KINDS, infer_kinds
 
 
 def _is_bytes_path(type_: pa.DataType) -> bool:

@@ -17,10 +17,10 @@ from typing import Mapping, Sequence
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from ..catalog import CatalogStore
+from ..catalog.store import CatalogStore
+from ..catalog.version import DatasetVersion
 from ..errors import RegistrationError
-from ..shards import scan_shard
-from ..version import DatasetVersion
+from ..storage.shards import scan_shard
 from .hf_layout import shard_split
 from .writer import MAX_ROW_GROUP_ROWS, Progress, input_files, write_files
 

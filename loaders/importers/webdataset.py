@@ -15,9 +15,9 @@ from typing import Any, Iterator, Mapping, Sequence
 
 import pyarrow as pa
 
-from ..catalog import CatalogStore
+from ..catalog.store import CatalogStore
+from ..catalog.version import DatasetVersion
 from ..errors import RegistrationError
-from ..version import DatasetVersion
 from .writer import CountingReader, Progress, input_files, staged_import
 
 SUFFIXES = (".tar", ".tar.gz", ".tgz")

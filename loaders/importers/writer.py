@@ -22,9 +22,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from .. import storage
-from ..catalog import CatalogStore, check_name
+from ..catalog.store import CatalogStore, check_name
+from ..catalog.version import DatasetVersion
 from ..errors import BatchscopeError, RegistrationError
-from ..version import DatasetVersion
 
 #: ``progress(done, total)``: called as an import advances; ``total`` is None while unknown.
 Progress = Callable[[int, "int | None"], None]

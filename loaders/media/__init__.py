@@ -20,15 +20,7 @@ from .image import (
     thumbnail,
     to_display_mode,
 )
-from .video import (
-    DecodeStats,
-    VideoInfo,
-    VideoSource,
-    decode_frames,
-    frame_at_time,
-    probe,
-    video_source,
-)
+from .video import DecodeStats, VideoInfo, VideoSource, decode_frames, frame_at_time, probe, video_source
 
 __all__ = [
     "Crop",

@@ -5,7 +5,7 @@ inconsistent in it), ``episodes`` (one episode likewise, and its frames),
 ``columns`` (which columns hold them; reading only their small sub-columns),
 ``query`` (``RolloutQuery`` and the numpy ``RolloutIndex`` that answers it),
 ``index`` and ``episode_index`` (the indexes a version gets in the catalog,
-stamped derived files, see ``loaders.derived``) and ``store`` (where they
+stamped derived files, see ``loaders.storage.derived``) and ``store`` (where they
 live, and the in-process memo of loaded ones).
 
 >>> from loaders.rl import RolloutIndex, RolloutQuery, rollout_facts

@@ -13,10 +13,10 @@ from typing import Any, Callable
 
 import pyarrow as pa
 
-from ..cache import ByteLRU
+from ..catalog.records import table_records
+from ..catalog.version import DatasetVersion
 from ..errors import InvalidQuery
-from ..records import table_records
-from ..version import DatasetVersion
+from ..storage.cache import ByteLRU
 
 #: Rollout fields a group page shows; the per-token lists stay unread (their lengths come from the index).
 LIGHT_FIELDS = ("prompt", "completion", "reward", "advantage", "group_id", "finish_reason", "turns")

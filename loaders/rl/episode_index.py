@@ -2,7 +2,7 @@
 
 Built once per version from the episode's small sub-columns (and the
 ``return``, ``termination`` and ``env`` columns beside it) and kept in the
-catalog's ``indexes`` directory as a stamped Parquet file (``loaders.derived``).
+catalog's ``indexes`` directory as a stamped Parquet file (``loaders.storage.derived``).
 """
 
 from __future__ import annotations
@@ -11,9 +11,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .. import derived
+from ..catalog.version import DatasetVersion
 from ..errors import InvalidQuery
-from ..version import DatasetVersion
+from ..storage import derived
 from .columns import scan
 from .episodes import episode_fields
 from .facts import number_text

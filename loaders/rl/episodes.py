@@ -15,8 +15,8 @@ from typing import Any, Mapping, Sequence
 
 import pyarrow as pa
 
+from ..catalog.version import DatasetVersion
 from ..errors import SampleNotFound
-from ..version import DatasetVersion
 from .columns import episode_column
 from .facts import as_float, finite, number_text
 

@@ -3,7 +3,7 @@
 The rollout rows are computed once with pyarrow compute, reading only the
 rollout's small sub-columns of each row group (the row group's bytes are
 still verified against the manifest), grouped by ``RolloutIndex.compute`` and
-stored as two stamped Arrow IPC files (``loaders.derived``): the per-rollout
+stored as two stamped Arrow IPC files (``loaders.storage.derived``): the per-rollout
 arrays and the per-group statistics. Loaded indexes stay in a small
 in-process LRU; numeric columns are zero-copy views of the file's buffers.
 """
@@ -17,8 +17,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .. import derived, storage
-from ..version import DatasetVersion
+from .. import storage
+from ..catalog.version import DatasetVersion
+from ..storage import derived
 from .columns import scan, step_column, struct_fields
 from .facts import BAD_ADVANTAGE, BAD_REWARD, LOGPROBS_LENGTH, NO_COMPLETION_IDS, NO_GROUP, REF_LENGTH
 from .query import GROUP_ARRAYS, ROW_ARRAYS, SCHEMA, RolloutIndex

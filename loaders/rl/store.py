@@ -1,6 +1,6 @@
 """Where the RL indexes of a version live in the catalog, and the small in-process memory of the loaded ones.
 
-Each is a derived table (``loaders.derived``) at
+Each is a derived table (``loaders.storage.derived``) at
 ``{root}/indexes/{dataset}/{version id}.{kind}.{column}.{part}``, stamped with
 its version id, layout, row count and content digest beside the key index;
 one that does not match is rebuilt. Registered files are never touched.
@@ -15,7 +15,7 @@ from collections import OrderedDict
 from typing import Any, Callable
 
 from .. import storage
-from ..version import DatasetVersion
+from ..catalog.version import DatasetVersion
 
 #: Layout of the RL index files. 3 named the layout in the file name and kept a sha256 file beside each; since 4 the
 #: layout is in the stamp, so files of any other layout (or none) are rebuilt where they are found.

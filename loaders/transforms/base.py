@@ -13,8 +13,8 @@ from ..errors import InvalidPlan
 if TYPE_CHECKING:
     from tokenizers import Tokenizer
 
-    from ..catalog import CatalogStore
-    from ..version import DatasetVersion
+    from ..catalog.store import CatalogStore
+    from ..catalog.version import DatasetVersion
 
 _REGISTRY: dict[str, type["Transform"]] = {}
 

@@ -16,11 +16,11 @@ def media_source(value: Any, ctx: Context) -> bytes:
     """A media cell's bytes: inline, or read from its stored path inside the shard's directory (never outside it).
 
     A file stored by path is checked against the checksums its version recorded at registration, exactly as the
-    inspector checks it (:func:`loaders.media_files.read_media`): a changed, vanished or unrecorded file is
+    inspector checks it (:func:`loaders.catalog.media_files.read_media`): a changed, vanished or unrecorded file is
     ``MediaChanged``, never decoded into a training batch.
     """
+    from ..catalog.media_files import read_media
     from ..media.video import video_source
-    from ..media_files import read_media
 
     if ctx.shard_uri is None:
         raise DecodeError(f"{ctx.where}: media transforms need the record's shard")

@@ -1,7 +1,7 @@
 """Packing: documents concatenated into fixed-length sequences.
 
 The default strategy, ``"concat"``, is lossless concat-and-chunk (see
-:mod:`loaders.packing`): every document token of an epoch is delivered once,
+:mod:`loaders.order.packing`): every document token of an epoch is delivered once,
 and only the last sequence of an epoch per stream is padded. The
 ``"block"`` strategy, described here, is the fixed-block packing of read
 formats 1 and 2, kept as an explicit option. A stream's documents are grouped into blocks of ``docs_per_block``; each

@@ -61,7 +61,7 @@ class ChatTemplate(Transform):
     tokenizer: str | None = None
 
     def apply(self, inputs: dict[str, Any], ctx: Context) -> None:
-        from ..chat import render_chat
+        from .chat import render_chat
 
         messages = require(inputs, self.field, self.type, ctx.where)
         try:

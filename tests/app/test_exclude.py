@@ -13,8 +13,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from loaders import Catalog, RegistrationError
-from loaders.exclude import read_key_file, write_excluding, write_key_file
-from loaders.records import content_key
+from loaders.catalog.exclude import read_key_file, write_excluding, write_key_file
+from loaders.catalog.records import content_key
 from tests.conftest import write_parquet
 from tests.support.local_client import local_client
 

@@ -14,7 +14,7 @@ from fastapi.testclient import TestClient
 from app import urls
 from app.flags import FlagFilter, FlagStore
 from loaders import Catalog
-from loaders.exclude import read_key_file
+from loaders.catalog.exclude import read_key_file
 from tests.app.dom import form_token, soup
 
 HX = {"HX-Request": "true"}
@@ -139,7 +139,7 @@ def test_key_export_roundtrips_hostile_keys(tmp_path: Path) -> None:
     hostile = ["plain", "two\nlines", " padded ", '"quoted', "", "tab\there", "#hash"]
     for key in hostile:
         store.add(dataset="d", version="v", key=key)
-    from loaders.exclude import write_key_file
+    from loaders.catalog.exclude import write_key_file
 
     path = tmp_path / "keys.txt"
     path.write_text(write_key_file(store.keys(FlagFilter(dataset="d"))))

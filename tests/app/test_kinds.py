@@ -16,8 +16,8 @@ from app.renderers.diff import ImageDiffView, StructDiffView, TextDiffView, Toke
 from app.renderers.kinds import FALLBACK, MODEL_INPUT_KINDS, NULL, PRESENTATIONS, Presentation, presentation
 from app.renderers.registry import ErrorView, FieldContext, render_cell, render_field
 from app.templating import TEMPLATES_DIR
+from loaders.catalog.kinds import DIFF_MEDIA, KINDS, PICTURE_KINDS, SPEC
 from loaders.diff import field_diff
-from loaders.kinds import DIFF_MEDIA, KINDS, PICTURE_KINDS, SPEC
 from loaders.media import encode_video
 from tests.loaders.test_kinds import CHANGED
 from tests.support.peers import wav
@@ -106,7 +106,7 @@ def test_a_kind_listed_twice_or_without_a_presentation_fails_naming_it(monkeypat
     with pytest.raises(DuplicateEntry, match="presentation of kind 'text' is listed twice"):
         unique([text, PRESENTATIONS["json"], text], name=lambda p: p.kind, what="presentation of kind")
     monkeypatch.setattr(table, "KINDS", {**KINDS, "hologram": "a new kind"})
-    with pytest.raises(LookupError, match="hologram of loaders.kinds have no presentation"):
+    with pytest.raises(LookupError, match="hologram of loaders.catalog.kinds have no presentation"):
         table._check()
     monkeypatch.setattr(table, "KINDS", KINDS)
     monkeypatch.setitem(PRESENTATIONS, "scalar", Presentation("scalar", text.field, text.cell, text.views, text.cell_views, None))

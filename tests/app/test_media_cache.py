@@ -9,8 +9,8 @@ import pytest
 
 from app.http_semantics import etag
 from app.media_cache import MediaCache
-from loaders.cache import ByteLRU
 from loaders.errors import DecodeError, StorageError
+from loaders.storage.cache import ByteLRU
 
 
 def cache(budget: int = 1000) -> MediaCache:

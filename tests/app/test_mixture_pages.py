@@ -14,7 +14,7 @@ from app import urls
 from app.factory import create_app
 from app.settings import Settings
 from loaders import Catalog
-from loaders.realized_mixture import measured_steps
+from loaders.forensics.realized_mixture import measured_steps
 from tests.app.dom import soup
 from tests.browser.conftest import serving
 from tests.support.local_client import local_client

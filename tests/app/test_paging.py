@@ -10,7 +10,7 @@ from fastapi.testclient import TestClient
 
 from app import urls
 from loaders import Catalog
-from loaders.version import clear_read_caches, row_group_cache
+from loaders.catalog.version import clear_read_caches, row_group_cache
 from tests.app.dom import soup
 from tests.conftest import write_parquet
 

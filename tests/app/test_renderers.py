@@ -16,7 +16,7 @@ from app.renderers.text import segments
 from app.renderers.tokens import companions, token_view
 from app.templating import Templates
 from loaders import Catalog
-from loaders.chat import IM_END
+from loaders.transforms.chat import IM_END
 from tests.app.dom import soup
 
 

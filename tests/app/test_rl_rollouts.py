@@ -376,7 +376,7 @@ def test_bad_parameters_are_clear_errors(client: TestClient, rl: Any, query: dic
 # -- a step's batch -------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def rl_run(rl: tuple[Catalog, list[str]]) -> Any:
-    from loaders.plan import ReadPlan, Source
+    from loaders.sampling.plan import ReadPlan, Source
 
     catalog, _ = rl
     return catalog.create_run("rl-run", ReadPlan([Source("rollouts@v1")], seed=3, global_batch_size=8, steps=3, streams=2), exist_ok=True)
@@ -450,7 +450,7 @@ def test_sorting_and_filtering_within_a_step(client: TestClient, rl: Any, rl_run
 
 def test_a_step_of_a_large_source_without_an_index_is_judged_on_the_batch(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import app.pages.rollouts as pages
-    from loaders.plan import ReadPlan, Source
+    from loaders.sampling.plan import ReadPlan, Source
 
     monkeypatch.setattr(pages, "REFERENCE_BUILD_ROWS", 0)  # every source counts as too large to index from a step page
     catalog, _ = build_rl_catalog(tmp_path)

@@ -12,7 +12,7 @@ import pytest
 from typer.testing import CliRunner
 
 from app.cli import app as cli
-from loaders.run import Run
+from loaders.run.facade import Run
 from tests.support.readpath import text_run
 
 

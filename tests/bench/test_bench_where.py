@@ -6,7 +6,7 @@ import json
 import random
 
 from bench import bench_where
-from loaders.where import where_read
+from loaders.sampling.where import where_read
 
 
 def test_where_benchmark_reads_are_the_forward_orders_and_the_result_has_its_goal(tmp_path):

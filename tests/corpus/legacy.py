@@ -15,9 +15,9 @@ from pathlib import Path
 import pyarrow.parquet as pq
 
 from loaders import Catalog, DatasetVersion, storage
-from loaders.kinds import infer_kinds
-from loaders.manifest import Manifest
-from loaders.shards import ShardInfo
+from loaders.catalog.kinds import infer_kinds
+from loaders.catalog.manifest import Manifest
+from loaders.storage.shards import ShardInfo
 
 
 def _digest(data: bytes) -> str:

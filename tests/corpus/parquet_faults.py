@@ -13,7 +13,7 @@ from __future__ import annotations
 import struct
 from pathlib import Path
 
-from loaders.thrift_compact import CompactReader, IntField
+from loaders.storage.thrift_compact import CompactReader, IntField
 
 MAGIC = b"PAR1"
 

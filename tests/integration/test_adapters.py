@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from loaders.adapters.inputs import causal_lm_inputs
-from loaders.collate import collate_numpy
+from loaders.sampling.collate import collate_numpy
 from loaders.torch import collate_torch
 from tests.support.training import (
     assert_each_step_trained_once,

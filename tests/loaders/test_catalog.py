@@ -17,7 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from loaders import Catalog, ChecksumMismatch, DatasetNotFound, RegistrationError, SampleNotFound, VersionNotFound
-from loaders.version import _OPEN, clear_read_caches
+from loaders.catalog.version import _OPEN, clear_read_caches
 
 
 def _write(path: Path, table: pa.Table, row_group: int = 2) -> str:

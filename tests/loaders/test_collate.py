@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from loaders import Catalog, Pack, ReadPlan, Source, Tokenize
-from loaders.collate import collate_numpy
+from loaders.sampling.collate import collate_numpy
 from tests.support.readpath import words_tokenizer_json, write_text_dataset
 
 

@@ -16,11 +16,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from loaders import BatchscopeError, Catalog, ChecksumMismatch
+from loaders.catalog.records import content_key
 from loaders.diff import diff_versions, seq_ops, struct_paths, text_ops
 from loaders.diff.fields import field_diff, media_summary
 from loaders.diff.hashing import equal_values, hash_array
 from loaders.diff.schema import diff_shards
-from loaders.records import content_key
 from tests.support.versions import Changes, register_pair, write_shards
 
 SCHEMA = pa.schema(

@@ -17,8 +17,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from loaders import disk_cache, storage
-from loaders.disk_cache import DiskCache, parse_bytes
+from loaders import storage
+from loaders.storage import disk_cache
+from loaders.storage.disk_cache import DiskCache, parse_bytes
 from tests.support.s3server import S3Bucket, env_for_subprocess
 
 

@@ -14,11 +14,11 @@ from pathlib import Path
 import pytest
 
 from loaders import Catalog, InvalidPlan, Pack, ReadPlan, Shuffle, Source, Tokenize
-from loaders.batch import Address, Batch, Document, Sample
-from loaders.legacy import batch_digests_v1
-from loaders.mixture import apportion
-from loaders.run import Run
-from loaders.run_manifest import READ_FORMAT, fingerprint, stored_plan_json
+from loaders.order.mixture import apportion
+from loaders.run.facade import Run
+from loaders.run.manifest import READ_FORMAT, fingerprint, stored_plan_json
+from loaders.sampling.batch import Address, Batch, Document, Sample
+from loaders.training.legacy import batch_digests_v1
 from loaders.transforms.media import RandomResizedCrop
 from tests.support.readpath import alpha_beta_catalog
 

@@ -17,9 +17,9 @@ import pyarrow.parquet as pq
 import pytest
 
 from loaders import AmbiguousKey, Catalog, CatalogCorrupt, CorruptData, MediaChanged, RegistrationError, SampleNotFound, VersionNotFound
+from loaders.catalog.keys import index_metadata, suffixed_keys
+from loaders.catalog.version import _OPEN, _VERIFIED_INDEXES, clear_read_caches
 from loaders.importers import import_jsonl
-from loaders.keys import index_metadata, suffixed_keys
-from loaders.version import _OPEN, _VERIFIED_INDEXES, clear_read_caches
 from tests.corpus import media_faults as media
 from tests.corpus import parquet_faults as faults
 from tests.corpus.legacy import register_unchecked
@@ -245,7 +245,7 @@ def _media_dataset(tmp_path: Path) -> tuple[str, Path]:
 
 
 def test_media_by_path_are_checksummed_at_registration_and_verified_on_read(catalog: Catalog, tmp_path: Path) -> None:
-    from loaders.media_files import read_media
+    from loaders.catalog.media_files import read_media
 
     shard, image = _media_dataset(tmp_path)
     version = catalog.register("pics", [shard], key="id")
@@ -332,8 +332,8 @@ def test_a_full_disk_during_register_is_one_line_and_leaves_no_dataset_directory
 
 
 def test_a_missing_media_file_of_an_older_version_is_a_decode_error_not_a_change(catalog: Catalog, tmp_path: Path) -> None:
+    from loaders.catalog.media_files import read_media
     from loaders.errors import DecodeError
-    from loaders.media_files import read_media
 
     shard, image = _media_dataset(tmp_path)
     version = register_unchecked(catalog, "old-pics", [shard])
@@ -347,7 +347,7 @@ def test_a_missing_media_file_of_an_older_version_is_a_decode_error_not_a_change
 
 
 def test_exclude_refuses_a_hostile_footer_before_decoding_it(catalog: Catalog, tmp_path: Path) -> None:
-    from loaders.exclude import write_excluding
+    from loaders.catalog.exclude import write_excluding
 
     path = Path(_write(tmp_path / "a.parquet", _texts(["a", "b"]), row_group=10))
     faults.rewrite_row_counts(path, file_rows=10**12, group_rows={0: 10**12}, columns_too=True)
@@ -384,7 +384,7 @@ def test_a_full_disk_during_import_is_one_line_and_leaves_nothing(catalog: Catal
 
 
 def test_register_exclude_removes_copies_a_killed_run_left_half_written(catalog: Catalog, tmp_path: Path) -> None:
-    from loaders.exclude import write_excluding
+    from loaders.catalog.exclude import write_excluding
 
     source = _write(tmp_path / "a.parquet", _texts(["a", "b", "c"]))
     keys = tmp_path / "keys.txt"

@@ -102,7 +102,7 @@ def test_mds_writer(catalog: Catalog, tmp_path: Path) -> None:
 def test_media_kind_from_the_column_name() -> None:
     import pyarrow as pa
 
-    from loaders.kinds import infer_kind
+    from loaders.catalog.kinds import infer_kind
 
     media = pa.struct([("bytes", pa.binary()), ("path", pa.string())])
     assert [infer_kind(n, media) for n in ("speech", "audio_16k", "clip", "photo", "x")] == ["audio", "audio", "video", "image", "image"]

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from loaders.ledger import Ledger
-from loaders.run import Run
+from loaders.run.facade import Run
+from loaders.training.ledger import Ledger
 from tests.support.readpath import text_run
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from loaders import Catalog, ReadPlan, Source
-from loaders.version import READ_STATS, clear_read_caches
+from loaders.catalog.version import READ_STATS, clear_read_caches
 from tests.support.readpath import write_text_dataset
 
 

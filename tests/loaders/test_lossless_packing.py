@@ -144,7 +144,7 @@ def test_stale_token_counts_are_rebuilt_and_wrong_ones_refused(catalog, entry_na
     manifest = json.loads((Path(run.directory) / "run.json").read_text())
     manifest["resolved"][entry_name][0]["sha256"] = "0" * 64
     path.write_bytes(b"tampered")
-    from loaders.run import Run
+    from loaders.run.facade import Run
 
     with pytest.raises(CorruptData, match=f"token counts .*{re.escape(path.name)}: rebuilding them gives digest"):
         Run(catalog, manifest).batch(0, 0)
@@ -166,7 +166,7 @@ def test_a_document_transform_that_is_not_deterministic_is_caught(catalog):
 
 
 def test_window_tokens_flatten_documents_and_refuse_a_mask_of_another_length() -> None:
-    from loaders.packing import WindowTokens
+    from loaders.order.packing import WindowTokens
 
     window = WindowTokens.of(["a", "b", "c"], [[5, 6], [], [7]], [[0, 1], None, None])
     assert window.ids.tolist() == [5, 6, 7] and window.mask.tolist() == [0, 1, 1] and window.starts.tolist() == [0, 2, 2, 3]
@@ -178,7 +178,7 @@ def test_window_tokens_flatten_documents_and_refuse_a_mask_of_another_length() -
 # -- lookups with per-record token counts ------------------------------------------------------------------------
 def _without_record_counts(run):
     """The same run as created before per-record counts existed: sequences found by tokenizing window prefixes."""
-    from loaders.run import Run
+    from loaders.run.facade import Run
 
     resolved = {k: v for k, v in run.manifest["resolved"].items() if k != "record_token_counts"}
     return Run(run.catalog, {**run.manifest, "resolved": resolved})
@@ -201,7 +201,7 @@ def _sequence_facts(packing, stream, source, n):
 def test_sequences_found_from_record_counts_equal_those_found_by_reading_window_prefixes(
     catalog, monkeypatch, weights, seq_len, batch, chunk, data
 ):
-    from loaders import concat_packing
+    from loaders.sampling import concat_packing
 
     monkeypatch.setattr(concat_packing, "MIN_PIECE", 0)  # every lookup past what was read takes the per-record path
     streams = data.draw(st.sampled_from([d for d in range(1, batch + 1) if batch % d == 0]))
@@ -223,7 +223,7 @@ def long_catalog(tmp_path_factory) -> Catalog:
 
 
 def test_a_sequence_deep_in_a_window_reads_only_its_own_documents(long_catalog, monkeypatch):
-    from loaders.documents import DocumentSource
+    from loaders.sampling.documents import DocumentSource
 
     plan = ReadPlan(
         [Source("many@v1", transforms=TOKENIZE)],
@@ -253,7 +253,7 @@ def test_a_sequence_deep_in_a_window_reads_only_its_own_documents(long_catalog, 
 
 
 def test_a_document_that_does_not_match_its_record_count_is_caught(catalog, monkeypatch):
-    from loaders import concat_packing
+    from loaders.sampling import concat_packing
 
     monkeypatch.setattr(concat_packing, "MIN_PIECE", 0)
     plan = ReadPlan(

@@ -5,8 +5,8 @@ from collections import Counter, defaultdict
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from loaders.mixture import Mixture, apportion
-from loaders.order import SourceOrder
+from loaders.order.mixture import Mixture, apportion
+from loaders.order.source_order import SourceOrder
 
 
 @settings(max_examples=80, deadline=None)

@@ -4,7 +4,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from loaders.permutation import Permutation, derive_key
+from loaders.order.permutation import Permutation, derive_key
 
 
 @settings(max_examples=60, deadline=None)

@@ -8,15 +8,8 @@ import numpy as np
 import pytest
 
 from loaders import Catalog, Pack, ReadPlan, Shuffle, Source, Tokenize
-from loaders.realized_mixture import (
-    MAX_WINDOWS,
-    measure,
-    measured_steps,
-    realized_mixture,
-    step_mix,
-    window_bounds,
-)
-from loaders.run import Run
+from loaders.forensics.realized_mixture import MAX_WINDOWS, measure, measured_steps, realized_mixture, step_mix, window_bounds
+from loaders.run.facade import Run
 from tests.loaders.test_formats import _as_format
 from tests.support.mixture import NAMES, build_mixture_catalog
 

@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 from loaders import storage
 from loaders.errors import StorageError
-from loaders.retry import RetryPolicy, ShortRead, is_transient, with_retries
+from loaders.storage.retry import RetryPolicy, ShortRead, is_transient, with_retries
 from tests.support.s3server import free_port
 
 CONTENT = bytes(range(256)) * 40  # 10240 bytes

@@ -1,4 +1,4 @@
-"""The RL indexes are derived files (``loaders.derived``): stamped with their version, layout, row count and digest, and
+"""The RL indexes are derived files (``loaders.storage.derived``): stamped with their version, layout, row count and digest, and
 rebuilt, never trusted, when a file is edited, torn, of another version or from an older layout."""
 
 from __future__ import annotations
@@ -13,9 +13,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from loaders import Catalog, DatasetVersion, derived
+from loaders import Catalog, DatasetVersion
 from loaders.rl import episode_table, version_index
 from loaders.rl.store import LAYOUT, MEMO, index_path
+from loaders.storage import derived
 from tests.loaders.test_rl import ROWS, register, register_episodes
 
 
@@ -89,7 +90,7 @@ def test_a_stale_rollout_index_is_rebuilt(
     rows_file, _ = rollout_files(catalog, first)
     write_ipc(rows_file, forge(read_ipc(rows_file), first, "reward"))
     MEMO.clear()  # what a new server process starts with
-    with caplog.at_level(logging.WARNING, logger="loaders.derived"):
+    with caplog.at_level(logging.WARNING, logger="loaders.storage.derived"):
         rebuilt = version_index(catalog.root, first, "rollout").reward
     assert np.array_equal(rebuilt, expected, equal_nan=True) and 99.0 not in rebuilt
     assert f"rebuilding the rollout index of {first.ref}" in caplog.text
@@ -115,7 +116,7 @@ def test_another_versions_index_or_garbage_is_rebuilt(
     for source, target in zip(rollout_files(catalog, first), rollout_files(catalog, second)):
         shutil.copy(source, target)  # a foreign index under the second version's name
     MEMO.clear()
-    with caplog.at_level(logging.WARNING, logger="loaders.derived"):
+    with caplog.at_level(logging.WARNING, logger="loaders.storage.derived"):
         assert version_index(catalog.root, second, "rollout").group_ids.to_pylist() == ["z", "b", "c"]
     assert "carries no or another version id" in caplog.text
     for path in rollout_files(catalog, second):

@@ -11,15 +11,15 @@ import numpy as np
 import pytest
 
 from loaders import Catalog, Pack, RankOutOfRange, ReadPlan, Run, Source, Tokenize, storage
-from loaders.assembler import Assembler
-from loaders.catalog import CatalogStore
-from loaders.documents import DocumentSource
+from loaders.catalog.store import CatalogStore
 from loaders.errors import CatalogCorrupt
-from loaders.packer import Packer, estimate_sequences_per_block
-from loaders.run_manifest import create_manifest
-from loaders.sampler import Sampler
-from loaders.verifier import Verifier
-from loaders.world_sizes import WorldSizeLog, WorldSizeSpan
+from loaders.run.manifest import create_manifest
+from loaders.sampling.assembler import Assembler
+from loaders.sampling.documents import DocumentSource
+from loaders.sampling.packer import Packer, estimate_sequences_per_block
+from loaders.sampling.sampler import Sampler
+from loaders.sampling.world_sizes import WorldSizeLog, WorldSizeSpan
+from loaders.training.verifier import Verifier
 from tests.loaders.test_formats import PLAN, _as_format
 from tests.support.readpath import alpha_beta_catalog
 

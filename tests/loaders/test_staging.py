@@ -11,9 +11,9 @@ import pyarrow.parquet as pq
 import pytest
 
 from loaders import Catalog, ChecksumMismatch, ReadPlan, Source
-from loaders.shards import _owned
-from loaders.staging import Staging
-from loaders.version import _OPEN, clear_read_caches
+from loaders.catalog.version import _OPEN, clear_read_caches
+from loaders.storage.shards import _owned
+from loaders.storage.staging import Staging
 
 
 def test_speculative_stages_are_bounded_and_needed_ones_are_not():

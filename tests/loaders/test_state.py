@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from loaders import Catalog, ReadPlan, Source, StateMismatch
-from loaders.reader_state import LEGACY_STATE_FORMAT, STATE_FORMAT
-from loaders.run import Run
-from loaders.run_manifest import fingerprint
+from loaders.run.facade import Run
+from loaders.run.manifest import fingerprint
+from loaders.training.reader_state import LEGACY_STATE_FORMAT, STATE_FORMAT
 from tests.support.readpath import write_text_dataset
 
 PLAN = ReadPlan([Source("alpha@v1")], seed=3, global_batch_size=4, steps=10, streams=2)

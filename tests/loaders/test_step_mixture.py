@@ -11,8 +11,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from loaders import Catalog, InvalidPlan, ReadPlan, Source
-from loaders.mixture import apportion
-from loaders.step_mixture import StepMixture, pfair_extras
+from loaders.order.mixture import apportion
+from loaders.order.step_mixture import StepMixture, pfair_extras
 from tests.support.readpath import write_text_dataset
 
 NAMES = ["alpha", "beta", "gamma", "delta", "eps", "zeta"]
@@ -172,7 +172,7 @@ def test_runs_mix_every_step_at_every_world_size(catalog, weights, batch, data):
     draws=st.lists(st.integers(0, 5000), max_size=20),
 )
 def test_one_draw_in_plain_integers_is_the_vectorized_draw(rows, chunk, rates, window, aligned, shuffle, draws):
-    from loaders.lane_order import LaneOrder
+    from loaders.order.lane_order import LaneOrder
 
     if not any(rates):
         return

@@ -7,7 +7,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from loaders import Catalog, Pack, ReadPlan, Run, SampleNotFound, Shuffle, Source, Tokenize
-from loaders.where import where_read
+from loaders.sampling.where import where_read
 from tests.loaders.test_formats import _as_format
 from tests.support.readpath import Reads, forward_reads, words_tokenizer_json, write_text_dataset
 

@@ -17,8 +17,8 @@ import pyarrow as pa
 from PIL import Image
 
 from loaders import Catalog, DatasetVersion
-from loaders.chat import render_chat
 from loaders.media import draw_frame_code, encode_video
+from loaders.transforms.chat import render_chat
 from tests.support.versions import Changes, register_pair
 
 MEDIA = pa.struct([("bytes", pa.binary()), ("path", pa.string())])

@@ -114,7 +114,7 @@ Reads = dict[tuple[int, int], set[tuple[int, int, int, int, int]]]
 def forward_reads(run: Run) -> Reads:
     """Every (source, record) → {(epoch, step, rank, world size, sample)}, by reading every step (tests only).
 
-    The forward scan that ``loaders.where`` must agree with without doing it.
+    The forward scan that ``loaders.sampling.where`` must agree with without doing it.
     """
     packed = run.plan.pack is not None
     seen: Reads = defaultdict(set)

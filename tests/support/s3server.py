@@ -58,7 +58,7 @@ class S3Server:
         )
 
     def env(self, endpoint: str | None = None) -> dict[str, str]:
-        """Environment variables that point ``loaders.s3`` at this server (or at ``endpoint``)."""
+        """Environment variables that point ``loaders.storage.s3`` at this server (or at ``endpoint``)."""
         return {
             "AWS_ENDPOINT_URL": endpoint or self.endpoint,
             "AWS_ACCESS_KEY_ID": ACCESS_KEY,

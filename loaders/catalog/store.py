@@ -1,0 +1,393 @@
+"""The catalog store: named, versioned, content-addressed datasets, tags and tokenizers under one root.
+
+Runs live under the same root; :class:`loaders.run.catalog.Catalog` (exported as ``loaders.Catalog``) is this store
+plus creating, opening and listing them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import datetime as _dt
+import fcntl
+import glob
+import hashlib
+import json
+import os
+import re
+import threading
+from typing import TYPE_CHECKING, Any, Iterable, Iterator, Mapping, Sequence
+
+from .. import storage
+from ..errors import AmbiguousVersion, CatalogCorrupt, DatasetNotFound, InvalidName, RegistrationError, TokenizerNotFound, VersionNotFound
+from ..storage.shards import ShardInfo, scan_shard
+from .files import is_version_id, load_manifest, read_names, read_refs
+from .keys import KeyColumn, refuse_duplicates, suffix_column
+from .kinds import infer_kinds
+from .manifest import Manifest
+from .media_files import encode_table, scan_media, table_path
+from .version import DatasetVersion
+
+if TYPE_CHECKING:
+    from tokenizers import Tokenizer
+
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+DEFAULT_ROOT = "./batchscope-data"
+
+
+def default_root() -> str:
+    """``$BATCHSCOPE_ROOT``, else ``./batchscope-data``."""
+    return os.environ.get("BATCHSCOPE_ROOT") or DEFAULT_ROOT
+
+
+def check_name(kind: str, name: str) -> str:
+    """Validate a dataset, tag, tokenizer or run name (letters, digits, ``.``, ``_``, ``-``)."""
+    if not isinstance(name, str) or not _NAME.match(name) or ".." in name:
+        raise InvalidName(f"invalid {kind} name {name!r}: use 1-128 letters, digits, '.', '_' or '-', starting with a letter or digit")
+    return name
+
+
+def _now() -> str:
+    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="microseconds")
+
+
+def _remove_torn_writes(directory: str) -> None:
+    """Remove temporary files a killed writer left in a dataset's directories (call holding the dataset's lock)."""
+    for sub in ("", "versions", "media"):
+        folder = os.path.join(directory, sub)
+        with contextlib.suppress(OSError):
+            for entry in os.listdir(folder):
+                if entry.startswith(".") and entry.endswith(".tmp"):
+                    with contextlib.suppress(OSError):
+                        os.unlink(os.path.join(folder, entry))
+
+
+def _expand(paths: Iterable[str | os.PathLike[str]]) -> list[str]:
+    """Files named directly, directories (their ``*.parquet``, sorted) and glob patterns."""
+    out: list[str] = []
+    for item in paths:
+        text = os.fspath(item)
+        if storage.is_remote(text):
+            out.append(text)
+        elif os.path.isdir(text):
+            found = sorted(glob.glob(os.path.join(text, "**", "*.parquet"), recursive=True))
+            if not found:
+                raise RegistrationError(f"{text}: directory holds no .parquet files")
+            out.extend(found)
+        elif any(ch in text for ch in "*?["):
+            found = sorted(glob.glob(text, recursive=True))
+            if not found:
+                raise RegistrationError(f"{text}: pattern matches no files")
+            out.extend(found)
+        else:
+            out.append(text)
+    if not out:
+        raise RegistrationError("no files given to register")
+    return [storage.normalize(p) for p in out]
+
+
+class CatalogStore:
+    """A catalog root holding datasets, tags and tokenizers (and the files of runs, which this layer does not read).
+
+    >>> catalog = CatalogStore("/tmp/bs-doc")                  # doctest: +SKIP
+    >>> v1 = catalog.register("web-text", ["shard-0.parquet"], tag="v1")  # doctest: +SKIP
+    >>> catalog.resolve("web-text@v1").id == v1.id             # doctest: +SKIP
+    True
+    """
+
+    def __init__(self, root: str | os.PathLike[str] | None = None) -> None:
+        self.root = storage.normalize(root if root is not None else default_root())
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.root!r})"
+
+    # -- paths -------------------------------------------------------------
+    def path(self, *parts: str) -> str:
+        """A path below the catalog root."""
+        return storage.join(self.root, *parts)
+
+    def _dataset_dir(self, name: str) -> str:
+        return self.path("datasets", check_name("dataset", name))
+
+    def data_dir(self, name: str) -> str:
+        """Where importers and the demo write the shards of dataset ``name``."""
+        return self.path("data", check_name("dataset", name))
+
+    @contextlib.contextmanager
+    def _locked(self, name: str) -> Iterator[None]:
+        """Serialize writers of one dataset's tags (local catalogs)."""
+        if storage.is_remote(self.root):
+            yield
+            return
+        directory = self._dataset_dir(name)
+        os.makedirs(directory, exist_ok=True)
+        with open(os.path.join(directory, ".lock"), "a+") as handle:
+            fcntl.flock(handle, fcntl.LOCK_EX)
+            try:
+                _remove_torn_writes(directory)
+                yield
+            finally:
+                fcntl.flock(handle, fcntl.LOCK_UN)
+
+    # -- datasets ----------------------------------------------------------
+    def datasets(self) -> list[str]:
+        """Names of all registered datasets, sorted."""
+        names = storage.list_names(self.path("datasets"))
+        return [n for n in names if storage.list_names(storage.join(self.path("datasets"), n, "versions"))]
+
+    def _refs(self, name: str) -> dict[str, Any]:
+        return read_refs(storage.join(self._dataset_dir(name), "refs.json"))
+
+    def tags(self, name: str) -> dict[str, str]:
+        """Tag → full version id for dataset ``name``."""
+        self._require(name)
+        return dict(self._refs(name)["tags"])
+
+    def _require(self, name: str) -> None:
+        listed = name in storage.list_names(self.path("datasets"))  # a directory entry, so never a path
+        if not (listed and storage.list_names(storage.join(self.path("datasets"), name, "versions"))):
+            known = ", ".join(self.datasets()) or "none"
+            raise DatasetNotFound(f"no dataset named {name!r} in catalog {self.root} (datasets: {known})")
+
+    def _load(self, name: str, version_id: str) -> DatasetVersion:
+        """The version filed as ``version_id``: its manifest must hash to that id (CatalogCorrupt otherwise)."""
+        if not is_version_id(version_id):
+            raise VersionNotFound(f"dataset {name} has no version {version_id[:80]!r} (a version id is 32 hexadecimal characters)")
+        path = storage.join(self._dataset_dir(name), "versions", f"{version_id}.json")
+        return DatasetVersion(load_manifest(path, name=name, version_id=version_id), self.root)
+
+    def _version_ids(self, name: str) -> list[str]:
+        """Ids of the manifests filed under ``name`` (other files in its versions directory are ignored)."""
+        names = storage.list_names(storage.join(self._dataset_dir(name), "versions"))
+        return [n[: -len(".json")] for n in names if n.endswith(".json") and is_version_id(n[: -len(".json")])]
+
+    def versions(self, name: str, *, broken: list[tuple[str, str]] | None = None) -> list[DatasetVersion]:
+        """Every version of ``name``, oldest first.
+
+        A manifest that fails its check raises CatalogCorrupt, unless ``broken``
+        is given: then ``(version id, message)`` is appended to it and the
+        other versions are still returned.
+        """
+        self._require(name)
+        loaded = []
+        for version_id in self._version_ids(name):
+            try:
+                loaded.append(self._load(name, version_id))
+            except CatalogCorrupt as exc:
+                if broken is None:
+                    raise
+                broken.append((version_id, exc.message))
+        return sorted(loaded, key=lambda v: (v.manifest.created, v.id))
+
+    def resolve(self, ref: str) -> DatasetVersion:
+        """Resolve ``name``, ``name@tag`` or ``name@id-prefix`` to a version.
+
+        A bare name means the ``latest`` tag.
+        """
+        name, _, selector = ref.partition("@")
+        self._require(name)
+        refs = self._refs(name)
+        selector = selector or "latest"
+        if selector in refs["tags"]:
+            return self._load(name, refs["tags"][selector])
+        ids = self._version_ids(name)
+        matches = [i for i in ids if i.startswith(selector.lower())] if re.fullmatch(r"[0-9a-fA-F]{4,64}", selector) else []
+        if len(matches) == 1:
+            return self._load(name, matches[0])
+        if len(matches) > 1:
+            raise AmbiguousVersion(f"version prefix {selector!r} of {name} matches {len(matches)} versions; give more characters")
+        tags = ", ".join(sorted(refs["tags"])) or "none"
+        raise VersionNotFound(
+            f"dataset {name} has no tag or version {selector!r} (tags: {tags}; versions: {', '.join(i[:12] for i in sorted(ids))})"
+        )
+
+    def register(
+        self,
+        name: str,
+        paths: Sequence[str | os.PathLike[str]],
+        *,
+        key: str | None = None,
+        tag: str | None = None,
+        kinds: Mapping[str, str] | None = None,
+        tokenizer: str | None = None,
+        notes: Mapping[str, Any] | None = None,
+        allow_duplicate_keys: bool = False,
+    ) -> DatasetVersion:
+        """Register Parquet files as a version of ``name`` and return it.
+
+        Footers give schema and row groups; each file is streamed once to
+        checksum it. The same files give the same id and write nothing new;
+        ``tag`` (and ``latest``) move to the version. Files are never modified.
+        With ``key``, keys must be unique (RegistrationError names the first
+        duplicates) unless ``allow_duplicate_keys``: then later rows of a
+        repeated key are linked as ``key~1``, ``key~2``...
+        """
+        check_name("dataset", name)
+        if tag is not None:
+            check_name("tag", tag)
+        files = _expand(paths)
+        shards: list[ShardInfo] = []
+        schema = None
+        for uri in files:
+            shard, shard_schema = scan_shard(uri)
+            if schema is None:
+                schema = shard_schema
+            elif [(f.name, str(f.type)) for f in shard_schema] != [(f.name, str(f.type)) for f in schema]:
+                raise RegistrationError(
+                    f"{uri}: schema differs from {files[0]}: "
+                    f"{', '.join(f'{f.name}: {f.type}' for f in shard_schema)} vs "
+                    f"{', '.join(f'{f.name}: {f.type}' for f in schema)}"
+                )
+            shards.append(shard)
+        assert schema is not None
+        if key is not None and key not in schema.names:
+            raise RegistrationError(f"key column {key!r} is not in the schema of {files[0]} (columns: {', '.join(schema.names)})")
+        if tokenizer is not None:
+            self.tokenizer_id(tokenizer)
+        manifest = Manifest(
+            name=name,
+            schema=schema,
+            kinds=infer_kinds(schema, kinds),
+            key=key,
+            shards=tuple(shards),
+            tokenizer=tokenizer,
+            created=_now(),
+            notes=dict(notes or {}),
+        )
+        manifest, keys = self._checked_keys(manifest, allow_duplicate_keys=allow_duplicate_keys)
+        manifest, media = self._checked_media(manifest)
+        try:
+            with self._locked(name):
+                if media is not None:
+                    storage.write_if_absent(table_path(self.root, name, media[0]), media[1])
+                manifest = self._publish(manifest, tag)
+            if keys is not None and not storage.stat(DatasetVersion(manifest, self.root)._key_index_path()).exists:
+                DatasetVersion(manifest, self.root).write_key_index(keys)
+        except OSError as exc:
+            self._drop_if_empty(name)
+            raise RegistrationError(f"registering {name} failed: {exc.strerror or exc} ({exc.filename or self.root})") from exc
+        except BaseException:
+            self._drop_if_empty(name)
+            raise
+        return self._load(name, manifest.id)
+
+    def _checked_keys(self, manifest: Manifest, *, allow_duplicate_keys: bool) -> tuple[Manifest, KeyColumn | None]:
+        """Read the key column once: refuse duplicates, or (when allowed) record their ``~N`` suffixes."""
+        if manifest.key is None:
+            return manifest, None
+        keys = DatasetVersion(manifest, self.root).key_column(suffixed=False)
+        if not allow_duplicate_keys:
+            refuse_duplicates(keys, key=manifest.key, name=manifest.name)
+            return manifest, keys
+        keys, moved = suffix_column(keys)
+        return dataclasses.replace(manifest, key_suffixes=tuple(moved)), keys
+
+    def _checked_media(self, manifest: Manifest) -> tuple[Manifest, tuple[str, bytes] | None]:
+        """Checksum the media files the version stores by path: the manifest naming their table, and the table."""
+        media = scan_media(DatasetVersion(manifest, self.root))
+        if not media:
+            return manifest, None
+        data = encode_table(media)
+        digest = hashlib.sha256(data).hexdigest()[:32]
+        return dataclasses.replace(manifest, media_files={"digest": digest, "files": len(media)}), (digest, data)
+
+    def _publish(self, manifest: Manifest, tag: str | None) -> Manifest:
+        """Write the manifest (unless that version exists) and move ``latest`` and ``tag`` to it; hold the lock."""
+        name = manifest.name
+        refs = self._refs(name)
+        version_path = storage.join(self._dataset_dir(name), "versions", f"{manifest.id}.json")
+        if not storage.stat(version_path).exists:
+            parent = refs["head"] if refs["head"] != manifest.id else None
+            manifest = dataclasses.replace(manifest, parent=parent)
+            storage.write_bytes_atomic(version_path, json.dumps(manifest.to_json(), indent=1).encode())
+        new_refs = {"head": manifest.id, "tags": {**refs["tags"], "latest": manifest.id}}
+        if tag is not None:
+            new_refs["tags"][tag] = manifest.id
+        if new_refs != refs:
+            storage.write_bytes_atomic(storage.join(self._dataset_dir(name), "refs.json"), json.dumps(new_refs, indent=1).encode())
+        return manifest
+
+    def _drop_if_empty(self, name: str) -> None:
+        """Remove ``datasets/{name}/`` when a failed registration left it without any version (local catalogs)."""
+        if storage.is_remote(self.root) or self._version_ids(name):
+            return
+        directory = self._dataset_dir(name)
+        with contextlib.suppress(OSError):
+            for leftover in os.listdir(directory):
+                if leftover == ".lock" or leftover.startswith("."):
+                    os.unlink(os.path.join(directory, leftover))
+            with contextlib.suppress(OSError):
+                os.rmdir(os.path.join(directory, "versions"))
+            os.rmdir(directory)
+
+    def tag(self, ref: str, tag: str) -> DatasetVersion:
+        """Point ``tag`` at the version ``ref`` resolves to."""
+        check_name("tag", tag)
+        version = self.resolve(ref)
+        with self._locked(version.name):
+            refs = self._refs(version.name)
+            refs["tags"][tag] = version.id
+            storage.write_bytes_atomic(storage.join(self._dataset_dir(version.name), "refs.json"), json.dumps(refs, indent=1).encode())
+        return version
+
+    # -- tokenizers --------------------------------------------------------
+    def put_tokenizer(self, name: str, tokenizer_json: str) -> str:
+        """Store a Hugging Face ``tokenizers`` JSON under ``name``; returns its content id."""
+        check_name("tokenizer", name)
+        data = tokenizer_json.encode()
+        digest = hashlib.sha256(data).hexdigest()[:32]
+        storage.write_if_absent(self.path("tokenizers", "blobs", f"{digest}.json"), data)
+        names_path = self.path("tokenizers", "names.json")
+        names = read_names(names_path, "tokenizer names")
+        if names.get(name) != digest:
+            names[name] = digest
+            storage.write_bytes_atomic(names_path, json.dumps(names, indent=1, sort_keys=True).encode())
+        return digest
+
+    def tokenizers(self) -> dict[str, str]:
+        """Tokenizer name → content id."""
+        return read_names(self.path("tokenizers", "names.json"), "tokenizer names")
+
+    def tokenizer_id(self, ref: str) -> str:
+        """Resolve a tokenizer name (or content id) to its content id."""
+        names = self.tokenizers()
+        if ref in names:
+            return names[ref]
+        if is_version_id(ref) and storage.stat(self.path("tokenizers", "blobs", f"{ref}.json")).exists:
+            return ref
+        raise TokenizerNotFound(f"no tokenizer {ref!r} in catalog {self.root} (tokenizers: {', '.join(names) or 'none'})")
+
+    def tokenizer_json(self, ref: str) -> str:
+        """A stored tokenizer's JSON, checked against its content id."""
+        digest = self.tokenizer_id(ref)
+        path = self.path("tokenizers", "blobs", f"{digest}.json")
+        data = storage.read_bytes(path)
+        if hashlib.sha256(data).hexdigest()[:32] != digest:
+            raise CatalogCorrupt(f"{path}: tokenizer does not match its content id {digest} (edited after it was stored)")
+        try:
+            return data.decode()
+        except UnicodeDecodeError as exc:
+            raise CatalogCorrupt(f"{path}: tokenizer is not UTF-8 text ({exc})") from exc
+
+    def tokenizer(self, ref: str) -> "Tokenizer":
+        """Load a stored tokenizer by name or content id.
+
+        A name is resolved on every call (names move, like tags); the content id
+        it resolves to is read, checked and parsed once per process.
+        """
+        from tokenizers import Tokenizer
+
+        if not (is_version_id(ref) and (self.root, ref) in _TOKENIZERS_BY_ID):  # a loaded content id needs no lookup
+            ref = self.tokenizer_id(ref)
+        with _TOKENIZERS_LOCK:
+            found = _TOKENIZERS_BY_ID.get((self.root, ref))
+        if found is None:
+            parsed = Tokenizer.from_str(self.tokenizer_json(ref))
+            with _TOKENIZERS_LOCK:
+                found = _TOKENIZERS_BY_ID.setdefault((self.root, ref), parsed)
+        return found
+
+
+#: Tokenizers loaded by content id, per catalog root: the id pins the bytes, which were checked when first loaded.
+_TOKENIZERS_BY_ID: dict[tuple[str, str], "Tokenizer"] = {}
+_TOKENIZERS_LOCK = threading.Lock()

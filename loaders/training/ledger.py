@@ -1,0 +1,253 @@
+"""The ledger: an append-only record of what each rank consumed at each step, whether it trained it, and the metrics it
+logged. This module reads it; :mod:`loaders.training.ledger_writer` writes it."""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+from dataclasses import dataclass, field
+from typing import Any
+
+from .. import storage
+from .ledger_writer import LedgerWriter, batch_summary, ledger_file_name
+
+__all__ = ["Ledger", "LedgerEntry", "LedgerProblem", "LedgerWriter", "StepMetrics", "batch_summary", "ledger_file_name"]
+
+_FILE_NAME = re.compile(r"^w(\d+)-r(\d+)\.jsonl$")
+
+
+@dataclass
+class LedgerEntry:
+    """What one rank recorded for one step (the last batch record for it, and whether it was trained since)."""
+
+    step: int
+    rank: int
+    world_size: int
+    digest: str
+    indices: list[int]
+    keys: list[str]
+    samples: list[str]
+    time: float = 0.0
+    digest_format: int = 1  # lines written before the format was recorded used format 1
+    trained: bool = True  # False: handed out ("fetched") and never marked trained after that
+
+
+@dataclass
+class StepMetrics:
+    """Metrics one rank logged for one step (loss, per-sample loss, RL statistics...)."""
+
+    step: int
+    rank: int
+    world_size: int
+    values: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class LedgerProblem:
+    """A ledger line that cannot be read as a record: ``file:line`` and why."""
+
+    file: str
+    line: int
+    reason: str
+    fatal: bool = True  # False only for a line torn by an interrupted write (its records were lost, nothing else)
+
+    def __str__(self) -> str:
+        return f"{self.file}:{self.line}: {self.reason}"
+
+
+class _BadLine(ValueError):
+    """Why a ledger line is not a record."""
+
+
+def _integer(data: dict[str, Any], name: str) -> int:
+    value = data.get(name)
+    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+        raise _BadLine(f"{name!r} is {value!r}, not a non-negative integer")
+    return value
+
+
+def _strings(data: dict[str, Any], name: str) -> list[str]:
+    value = data.get(name)
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise _BadLine(f"{name!r} is not a list of strings")
+    return value
+
+
+def _parse(text: str, rank: int, world_size: int) -> dict[str, Any]:
+    """One line of ``w{world_size}-r{rank}.jsonl`` as a checked record (raises :class:`_BadLine`)."""
+    try:
+        data = json.loads(text)
+    except ValueError:
+        raise _BadLine(f"not JSON (a torn write or an edit): {text[:60]!r}") from None
+    if not isinstance(data, dict):
+        raise _BadLine("not a JSON object")
+    kind = data.get("t")
+    if kind not in ("batch", "trained", "metrics", "torn"):
+        raise _BadLine(f"unknown record type {kind!r}")
+    _integer(data, "step")
+    if (data.get("rank"), data.get("world_size")) != (rank, world_size):
+        raise _BadLine(f"rank {data.get('rank')!r} of world size {data.get('world_size')!r} in the ledger of rank {rank} of {world_size}")
+    if kind == "batch":
+        if not isinstance(data.get("digest"), str):
+            raise _BadLine("'digest' is not a string")
+        indices = data.get("indices")
+        if not isinstance(indices, list) or not all(isinstance(i, int) and not isinstance(i, bool) for i in indices):
+            raise _BadLine("'indices' is not a list of integers")
+        samples = _strings(data, "samples") if "samples" in data else []  # the first ledgers kept no sample digests
+        if len(_strings(data, "keys")) != len(indices) or len(samples) not in (0, len(indices)):
+            raise _BadLine("'indices', 'keys' and 'samples' have different lengths")
+    elif kind == "metrics" and not isinstance(data.get("metrics", {}), dict):
+        raise _BadLine("'metrics' is not an object")
+    return data
+
+
+@dataclass
+class _Contents:
+    entries: dict[tuple[int, int, int], LedgerEntry] = field(default_factory=dict)
+    metrics: dict[tuple[int, int, int], StepMetrics] = field(default_factory=dict)
+    problems: list[LedgerProblem] = field(default_factory=list)
+
+    def read_file(self, name: str, text: str, rank: int, world_size: int) -> None:
+        """Apply one rank's file, line by line in the order written (a later batch record replaces an earlier one).
+
+        A line torn by an interrupted write is no failure when it is the file's unterminated last line, or when the
+        writer that appended next marked it (a ``torn`` record right after it); any other unreadable line is.
+        """
+        lines = text.splitlines()
+        for number, line in enumerate(lines, start=1):
+            if not line.strip():
+                continue
+            try:
+                data = _parse(line, rank, world_size)
+            except _BadLine as bad:
+                marked = number < len(lines) and _is_torn_marker(lines[number])
+                unterminated = number == len(lines) and not text.endswith("\n")
+                if marked or unterminated:
+                    self.problems.append(LedgerProblem(name, number, f"torn by an interrupted write: {line[:60]!r}", fatal=False))
+                else:
+                    self.problems.append(LedgerProblem(name, number, str(bad)))
+                continue
+            self._apply(name, number, data, (int(data["step"]), rank, world_size))
+
+    def _apply(self, name: str, number: int, data: dict[str, Any], key: tuple[int, int, int]) -> None:
+        if data["t"] == "batch":
+            self.entries[key] = LedgerEntry(
+                key[0],
+                key[1],
+                key[2],
+                data["digest"],
+                data["indices"],
+                data["keys"],
+                data.get("samples", []),
+                float(data.get("time", 0.0)),
+                int(data.get("digest_format", 1)),
+                trained=not data.get("fetched", False),
+            )
+        elif data["t"] == "trained":
+            entry = self.entries.get(key)
+            if entry is None:
+                self.problems.append(LedgerProblem(name, number, f"step {key[0]} marked trained but never handed out"))
+            else:
+                entry.trained = True
+        elif data["t"] == "metrics":
+            self.metrics.setdefault(key, StepMetrics(*key)).values.update(data.get("metrics", {}))
+
+
+def _is_torn_marker(line: str) -> bool:
+    try:
+        return json.loads(line).get("t") == "torn"
+    except (ValueError, AttributeError):
+        return False
+
+
+class Ledger:
+    """Reads every rank's ledger file of a run (re-read when the files grow)."""
+
+    def __init__(self, directory: str) -> None:
+        self.directory = directory
+        self._signature: tuple[tuple[str, int], ...] = ()
+        self._contents = _Contents()
+        self._lock = threading.Lock()
+
+    def writer(self, rank: int, world_size: int, *, flush_seconds: float = 2.0) -> LedgerWriter:
+        """A writer appending to rank ``rank`` of ``world_size``'s file (see :class:`LedgerWriter`)."""
+        return LedgerWriter(self.directory, rank, world_size, flush_seconds=flush_seconds)
+
+    def _files(self) -> list[str]:
+        return [n for n in storage.list_names(self.directory) if n.endswith(".jsonl")]
+
+    def _refresh(self) -> None:
+        files = self._files()
+        signature = tuple((n, storage.stat(storage.join(self.directory, n)).size) for n in files)
+        with self._lock:
+            if signature == self._signature:
+                return
+            contents = _Contents()
+            for name in files:
+                match = _FILE_NAME.match(name)
+                if match is None:
+                    contents.problems.append(LedgerProblem(name, 0, "not a ledger file name (expected w<W>-r<R>.jsonl)"))
+                    continue
+                text = storage.read_bytes(storage.join(self.directory, name)).decode("utf-8", "replace")
+                contents.read_file(name, text, rank=int(match.group(2)), world_size=int(match.group(1)))
+            self._contents, self._signature = contents, signature
+
+    @property
+    def _entries(self) -> dict[tuple[int, int, int], LedgerEntry]:
+        return self._contents.entries
+
+    @property
+    def _metrics(self) -> dict[tuple[int, int, int], StepMetrics]:
+        return self._contents.metrics
+
+    def problems(self) -> list[LedgerProblem]:
+        """Lines that are not records (``file:line`` and why): torn writes, garbage, edits that break a record."""
+        self._refresh()
+        return list(self._contents.problems)
+
+    def has_file(self, rank: int, world_size: int) -> bool:
+        """Whether rank ``rank`` of ``world_size`` wrote a ledger file at all."""
+        return ledger_file_name(rank, world_size) in self._files()
+
+    def signature(self) -> tuple[tuple[str, int], ...]:
+        """Names and sizes of the ledger files: changes whenever anything is appended (for caches)."""
+        self._refresh()
+        return self._signature
+
+    def entry(self, step: int, rank: int, world_size: int) -> LedgerEntry | None:
+        """The last entry a rank recorded for ``step`` under ``world_size``."""
+        self._refresh()
+        return self._entries.get((step, rank, world_size))
+
+    def entries(self) -> list[LedgerEntry]:
+        self._refresh()
+        return sorted(self._entries.values(), key=lambda e: (e.step, e.world_size, e.rank))
+
+    def metrics(self, step: int, rank: int, world_size: int) -> dict[str, Any]:
+        self._refresh()
+        found = self._metrics.get((step, rank, world_size))
+        return dict(found.values) if found else {}
+
+    def metric_names(self) -> list[str]:
+        """Names of scalar metrics logged anywhere in the run."""
+        self._refresh()
+        names = {k for m in self._metrics.values() for k, v in m.values.items() if isinstance(v, (int, float))}
+        return sorted(names)
+
+    def series(self, name: str, world_size_at: Any = None) -> list[tuple[int, float]]:
+        """``(step, mean over ranks)`` of a scalar metric; with ``world_size_at`` only the world size in force counts."""
+        self._refresh()
+        sums: dict[int, list[float]] = {}
+        for (step, _rank, world_size), m in self._metrics.items():
+            value = m.values.get(name)
+            if not isinstance(value, (int, float)):
+                continue
+            if world_size_at is not None and world_size_at(step) != world_size:
+                continue
+            sums.setdefault(step, []).append(float(value))
+        return [(step, sum(v) / len(v)) for step, v in sorted(sums.items())]
+
+    def steps(self) -> list[int]:
+        self._refresh()
+        return sorted({k[0] for k in self._entries})

@@ -1,0 +1,167 @@
+"""Writing one rank's ledger file: buffered appends, flushed by a background timer, on ``flush()`` and on close.
+
+A line is one JSON object (see ``docs/read-path.md`` for the record types):
+
+- ``{"t": "batch", "step", "rank", "world_size", "digest", "indices", "keys", "samples", "digest_format", "time",
+  "fetched": true}`` when a batch is handed to the trainer. ``"fetched": true`` means "trained only once a
+  ``trained`` record follows"; lines without it (older ledgers, readers with ``mark_on_handout=True``) count as
+  trained when handed out.
+- ``{"t": "trained", "step", "rank", "world_size", "time"}`` when the trainer finished that step.
+- ``{"t": "metrics", "step", "rank", "world_size", "metrics": {...}}`` for logged metrics.
+- ``{"t": "torn", ...}`` right after a line a crash left unterminated, written by the next writer of the file.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+from typing import Any
+
+from .. import storage
+from ..sampling.batch import Batch
+from ..sampling.digests import DIGEST_FORMAT
+
+
+class LedgerWriter:
+    """Appends one rank's records; a daemon thread flushes them every ``flush_seconds``, so a hung or killed rank
+    loses at most the last ``flush_seconds`` of records.
+
+    ``flush_seconds <= 0`` writes every record as it is appended. ``close()`` stops the timer and flushes; a failure
+    of a background flush (disk full...) is raised by the next ``record``/``flush``/``close`` in the caller's thread.
+
+    >>> writer = run.ledger.writer(rank=0, world_size=1)   # doctest: +SKIP
+    >>> writer.record(batch, fetched=True); writer.trained(batch.step); writer.close()   # doctest: +SKIP
+    """
+
+    def __init__(self, directory: str, rank: int, world_size: int, *, flush_seconds: float = 2.0) -> None:
+        self.path = storage.join(directory, ledger_file_name(rank, world_size))
+        self.rank = rank
+        self.world_size = world_size
+        self.flush_seconds = flush_seconds
+        self._lines: list[str] = []
+        self._lock = threading.Lock()  # guards the buffer
+        self._write_lock = threading.Lock()  # keeps concurrent flushes (timer, caller) in order
+        self._stop = threading.Event()
+        self._timer: threading.Thread | None = None
+        self._error: BaseException | None = None
+        self._tail_checked = False
+
+    # -- records ------------------------------------------------------------------------------
+    def record(self, batch: Batch, *, fetched: bool = False) -> None:
+        """Append the batch a rank just handed to the trainer (``fetched``: trained only once marked)."""
+        self.record_summary(batch_summary(batch), fetched=fetched)
+
+    def record_summary(self, summary: dict[str, Any], *, fetched: bool = False) -> None:
+        """Append a :func:`batch_summary` (used when batches are built in DataLoader workers)."""
+        entry = {"t": "batch", **summary, "time": round(time.time(), 3)}
+        if fetched:
+            entry["fetched"] = True
+        self._append(entry)
+
+    def trained(self, step: int) -> None:
+        """Append that the trainer finished ``step`` (its batch was handed out with ``fetched=True``)."""
+        self._append({"t": "trained", "step": step, "rank": self.rank, "world_size": self.world_size, "time": round(time.time(), 3)})
+
+    def log(self, step: int, **metrics: Any) -> None:
+        """Append metrics for ``step`` (numbers, or lists of numbers such as per-sample loss)."""
+        self._append({"t": "metrics", "step": step, "rank": self.rank, "world_size": self.world_size, "metrics": metrics})
+
+    # -- flushing ----------------------------------------------------------------------------
+    def _append(self, entry: dict[str, Any]) -> None:
+        self._raise_background_error()
+        line = json.dumps(entry, separators=(",", ":"), default=_jsonable)
+        with self._lock:
+            self._lines.append(line)
+        if self.flush_seconds <= 0:
+            self.flush()
+        elif self._timer is None:
+            self._start_timer()
+
+    def _start_timer(self) -> None:
+        self._stop.clear()  # a writer used again after close() gets a timer again
+        self._timer = threading.Thread(target=self._flush_periodically, name="batchscope-ledger-flush", daemon=True)
+        self._timer.start()
+
+    def _flush_periodically(self) -> None:
+        while not self._stop.wait(self.flush_seconds):
+            try:
+                self._write_buffered()
+            except BaseException as error:  # noqa: BLE001 - handed to the caller's thread
+                self._error = error
+                return
+
+    def _raise_background_error(self) -> None:
+        error, self._error = self._error, None
+        if error is not None:
+            raise error
+
+    def flush(self) -> None:
+        """Write buffered records to the ledger file now."""
+        self._raise_background_error()
+        self._write_buffered()
+
+    def _write_buffered(self) -> None:
+        with self._write_lock:
+            with self._lock:
+                lines, self._lines = self._lines, []
+            if lines:
+                self._write(lines)
+
+    def _write(self, lines: list[str]) -> None:
+        path = storage.normalize(self.path)
+        if storage.is_remote(path):
+            for line in lines:
+                storage.append_line(path, line)
+            return
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, "a+b") as out:
+            if not self._tail_checked:
+                self._tail_checked = True
+                if out.seek(0, os.SEEK_END) > 0:
+                    out.seek(-1, os.SEEK_END)
+                    if out.read(1) != b"\n":  # a line torn by a crash: end it and say so, rather than glue ours to it
+                        lines = [self._torn_marker(), *lines]
+                        out.write(b"\n")
+            out.write(("\n".join(lines) + "\n").encode("utf-8"))
+            out.flush()
+
+    def _torn_marker(self) -> str:
+        marker = {"t": "torn", "step": 0, "rank": self.rank, "world_size": self.world_size, "time": round(time.time(), 3)}
+        return json.dumps(marker, separators=(",", ":"))
+
+    def close(self) -> None:
+        """Stop the timer and write everything buffered."""
+        self._stop.set()
+        if self._timer is not None:
+            self._timer.join()
+            self._timer = None
+        self.flush()
+
+
+def ledger_file_name(rank: int, world_size: int) -> str:
+    """The file that rank ``rank`` of ``world_size`` appends to, inside the run's ``ledger/`` directory."""
+    return f"w{world_size}-r{rank}.jsonl"
+
+
+def batch_summary(batch: Batch) -> dict[str, Any]:
+    """What the ledger keeps of a batch: step, rank, world size, digests, indices and keys."""
+    return {
+        "step": batch.step,
+        "rank": batch.rank,
+        "world_size": batch.world_size,
+        "digest": batch.digest,
+        "indices": batch.indices,
+        "keys": batch.keys,
+        "samples": batch.sample_digests,
+        "digest_format": DIGEST_FORMAT,
+    }
+
+
+def _jsonable(value: Any) -> Any:
+    if hasattr(value, "tolist"):
+        return value.tolist()
+    if hasattr(value, "item"):
+        return value.item()
+    raise TypeError(f"cannot log {type(value).__name__} to the ledger")
