@@ -15,6 +15,7 @@ from ..catalog.store import CatalogStore
 from ..errors import CatalogCorrupt, InvalidPlan
 from ..sampling.plan import ReadPlan
 from .facade import Run
+from .kinds import RunLike, open_run
 from .manifest import create_manifest, load_manifest, manifest_path, run_names
 
 
@@ -31,11 +32,12 @@ class Catalog(CatalogStore):
         """Resolve every tag in ``plan`` to a version id and write the run manifest."""
         return Run(self, create_manifest(self, name, plan, exist_ok=exist_ok))
 
-    def run(self, name: str) -> Run:
-        """Open an existing run (``CatalogCorrupt``, naming its manifest, when that is not a run's)."""
+    def run(self, name: str) -> Run | RunLike:
+        """Open an existing run of any kind (native, replayed or recorded: :mod:`loaders.run.kinds`);
+        ``CatalogCorrupt``, naming its manifest, when that is not a run's."""
         manifest = load_manifest(self, name)
         try:
-            return Run(self, manifest)
+            return open_run(self, manifest)
         except (KeyError, IndexError, TypeError, AttributeError, ValueError, InvalidPlan) as exc:  # a stored plan's fault
             raise CatalogCorrupt(
                 f"{manifest_path(self, name)}: run manifest is malformed ({type(exc).__name__}: {exc}); restore the file or remove the run"

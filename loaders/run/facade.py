@@ -55,6 +55,9 @@ class Run:
     ['json.loads', 'os.path.join']
     """
 
+    #: A native run: read through :meth:`reader`, recomputed and verified against its ledger (:mod:`loaders.run.kinds`).
+    kind = "native"
+
     def __init__(self, catalog: CatalogStore, manifest: dict[str, Any]) -> None:
         self.catalog = catalog
         self.manifest = manifest
