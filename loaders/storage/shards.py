@@ -302,3 +302,19 @@ class OpenShard:
                 f"{self.where}: row group {row_group} of shard {self.shard.uri} holds {table.num_rows} rows but its footer says {expected}"
             )
         return table
+
+
+class _Parquet:
+    """The Parquet shard format (see :mod:`loaders.storage.formats`): segments are row groups, checked on every fetch."""
+
+    name = "parquet"
+    extensions = (".parquet",)
+
+    def scan(self, uri: str) -> tuple[ShardInfo, pa.Schema]:
+        return scan_shard(uri)
+
+    def open(self, shard: ShardInfo, *, where: str, cache: bool = True) -> OpenShard:
+        return OpenShard(shard, where=where, cache=cache)
+
+
+PARQUET = _Parquet()
