@@ -17,7 +17,8 @@ A framework module provides one class implementing :class:`Framework` (four meth
    when the run is opened; a changed file is refused, naming it.
 3. ``check(settings, context)`` refuses a stored fingerprint or configuration hash that contradicts a setting
    (raise :class:`~loaders.errors.SettingMismatch` naming the setting and both values).
-4. ``open(settings, context)`` returns a :class:`Replay`: total steps, global batch, data-parallel world size, and for
+4. ``open(settings, context)`` returns a :class:`Replay`: total steps, global batch, data-parallel world size
+   (``shape()``), ``prepare()`` to build its derived arrays once (attach calls it), and for
    ``(step, rank)`` the samples in the order that rank consumed them, each naming the stored documents it holds
    (:class:`Piece`) and the model inputs the framework made (token arrays, loss masks); ``where`` inverts the order
    where the framework allows it, else raises :class:`~loaders.errors.WhereUnsupported` saying why in one line.
@@ -150,6 +151,8 @@ class Replay(Protocol):
     """One run's read path, opened: what it reads at ``(step, rank)``, and back where it can be inverted."""
 
     def shape(self) -> Shape: ...
+
+    def prepare(self) -> None: ...  # build every derived array now (attach calls it once; later lookups are O(batch))
 
     def samples(self, step: int, rank: int) -> list[ReplayedSample]: ...  # in the order the rank consumed them
 

@@ -21,6 +21,9 @@ EXIT_VERIFIED = 0  # every (step, rank) checked was verified and trained
 EXIT_MISMATCH = 1  # some ledger record differs from what the plan reads
 EXIT_CANNOT_CHECK = 2  # records missing, ledger lines unreadable, or the recomputation failed
 EXIT_UNTRAINED = 3  # the data matches, but some steps were fetched and never marked trained
+#: Statuses of a check whose data agrees with what the run recorded: ``replayed`` is a replayed run's batch that
+#: matches what the run logged (never called "verified": another framework read it).
+MATCHING = ("verified", "untrained", "replayed")
 
 
 @dataclass
@@ -38,8 +41,9 @@ class Verification:
 
     @property
     def verified(self) -> bool | None:
-        """Whether the ledger's data agrees with the recomputation (None: no record)."""
-        return None if self.status == "no-ledger" else self.status in ("verified", "untrained")
+        """Whether the ledger's data agrees with the recomputation (None: no record); a replayed run's batch agrees
+        when it matches what the run logged (status ``replayed``)."""
+        return None if self.status == "no-ledger" else self.status in MATCHING
 
     @property
     def trained(self) -> bool | None:
@@ -115,7 +119,7 @@ class RunVerification:
         return self.counts.get(status, 0)
 
     def with_status(self, status: str) -> list[Verification]:
-        """The checks with ``status`` (any status but ``verified``)."""
+        """The checks with ``status`` (any status but ``verified`` and ``replayed``)."""
         return [c for c in self.failures if c.status == status]
 
     @property
@@ -155,7 +159,7 @@ def verify_run(run: CheckedRun, steps: range) -> RunVerification:
         for batch in run.global_batch(step):
             check = run.compare(batch)
             counts[check.status] = counts.get(check.status, 0) + 1
-            if check.status != "verified":
+            if check.status not in ("verified", "replayed"):
                 failures.append(check)
     return RunVerification(run.name, steps, counts, failures, run.ledger.problems())
 
