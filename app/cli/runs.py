@@ -76,7 +76,10 @@ def verify(
 
 
 def _print_report(run: Run, report: RunVerification) -> None:
-    """One line per failure (runs of steps grouped), then the summary line."""
+    """One line per failure (runs of steps grouped), then the summary line (a replayed run's in its own words)."""
+    if run.kind != "native":
+        _print_replayed_report(run, report)
+        return
     for check in report.with_status("mismatch"):
         err_console.print(
             f"[red]✗ step {check.step} rank {check.rank}[/]: {escape('; '.join(check.reasons))}; "
@@ -106,6 +109,27 @@ def _print_report(run: Run, report: RunVerification) -> None:
         f"{report.count('no-ledger')} without a ledger entry, {report.count('untrained')} fetched "
         f"but not trained, {sum(p.fatal for p in report.problems)} unreadable ledger line(s) "
         f"(steps {window.start}-{window.stop - 1}; exit {report.exit_code}: {EXIT_MEANINGS[report.exit_code]})",
+        highlight=False,
+        soft_wrap=True,
+    )
+
+
+def _print_replayed_report(run: Run, report: RunVerification) -> None:
+    """A replayed run's report: its batches are compared with the sampler indices the run logged, not a ledger."""
+    for check in report.with_status("mismatch"):
+        err_console.print(
+            f"[red]✗ step {check.step} rank {check.rank}[/]: {escape('; '.join(check.reasons))}", highlight=False, soft_wrap=True
+        )
+    missing = list(step_ranges(report.with_status("no-ledger")))
+    for rank, _world_size, steps in missing:
+        err_console.print(f"[red]✗ rank {rank}[/]: the run logged no batch for {_steps(steps)}", highlight=False, soft_wrap=True)
+    if missing and not report.count("replayed"):
+        err_console.print(f"replayed run {run.name} logged no batches to compare: attach it with --batches FILE", highlight=False)
+    window = report.steps
+    console.print(
+        f"{run.name}: {report.count('replayed')} replayed and matching what the run logged, {report.count('mismatch')} mismatched, "
+        f"{report.count('no-ledger')} the run logged nothing for (steps {window.start}-{window.stop - 1}; "
+        f"exit {report.exit_code}: {EXIT_MEANINGS[report.exit_code]})",
         highlight=False,
         soft_wrap=True,
     )

@@ -9,6 +9,7 @@ from typing import Annotated, Any, Optional
 import numpy as np
 import typer
 from rich.console import Group
+from rich.markup import escape
 from rich.panel import Panel
 from rich.text import Text
 
@@ -73,7 +74,8 @@ def show(
         run = runs.run(catalog, run_name)
         batch = runs.batch(run, step, rank)
         base = Settings.from_env().url.rstrip("/")
-        badge = {True: "[green]✓ verified[/]", False: "[red]✗ differs from the ledger[/]", None: "[dim]no ledger[/]"}[page.verified]
+        style = {True: "green", False: "red", None: "dim"}[page.verified]
+        badge = f"[{style}]{escape(page.verification.label)}[/]"
         console.print(
             f"[bold]{page.run}[/] step {page.step} rank {page.rank} · world size {page.world_size} · {badge} · digest {page.digest[:12]}",
             highlight=False,

@@ -24,7 +24,8 @@ class RunSummary:
     """One run as the home page lists it: how far its ledger got, its last loss and its status.
 
     ``status`` is ``complete`` (the ledger has the last step), ``running`` (written to within
-    :data:`RUNNING_SECONDS`), ``stopped`` (neither), ``not started`` (no ledger yet) or ``error`` (see ``error``).
+    :data:`RUNNING_SECONDS`), ``stopped`` (neither), ``not started`` (no ledger yet) or ``error`` (see ``error``);
+    a replayed run's is ``replayed`` (it read through another framework and wrote no ledger of batches).
     """
 
     name: str
@@ -48,6 +49,10 @@ def run_summary(run: Run, *, now: float | None = None) -> RunSummary:
     entries = run.ledger.entries()
     losses = run.ledger.series("loss", world_size_at=run.world_size_at)
     summary = RunSummary(run.name, urls.run(run.name), steps=run.total_steps, last_loss=losses[-1][1] if losses else None)
+    if run.kind == "replayed":
+        summary.status = "replayed"
+        summary.logged_steps = len(losses)
+        return summary
     if not entries:
         return summary
     last = max(e.step for e in entries)

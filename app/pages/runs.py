@@ -7,12 +7,14 @@ from typing import Any
 
 from loaders import Catalog, Run
 from loaders.errors import BatchscopeError
+from loaders.run.kinds import LABELS
 
 from .. import urls
 from ..jsonable import html_only
 from ..run_cache import RunCache
 from .common import Link
 from .mixture import MixtureView, run_mixture
+from .replayed import ReplayPanel, replay_panel
 from .spikes import DEFAULT_SMOOTHING, OUTLIER_K, OUTLIER_WINDOW, SMOOTHING, Outlier, ema, outliers, thin, window
 
 #: Charts are drawn from at most this many points (thinned keeping each bucket's extremes), so huge runs stay light.
@@ -76,20 +78,17 @@ class ChartView:
 
 @dataclass
 class RunPage:
+    """A run's page. ``kind`` says how its batches are known (``label``: what its pages may call them); the plan,
+    sources, packing and mixture are a native run's (``None`` or empty for other kinds), ``replay`` a replayed run's."""
+
     name: str
     url: str
+    kind: str
+    label: str
     fingerprint: str
     created: str | None
     total_steps: int
     global_batch_size: int
-    streams: int
-    allowed_world_sizes: list[int]
-    seed: int
-    read_format: int
-    sequences_per_block: int | None
-    packing: dict[str, Any] | None
-    sources: list[SourceEntry]
-    transforms: list[dict[str, Any]]
     world_sizes: list[dict[str, int]]
     ledger_steps: int
     last_logged_step: int | None
@@ -97,9 +96,18 @@ class RunPage:
     chart: ChartView
     first_step_url: str
     last_step_url: str
-    plan: dict[str, Any]
+    streams: int | None = None
+    allowed_world_sizes: list[int] = field(default_factory=list)
+    seed: int | None = None
+    read_format: int | None = None
+    sequences_per_block: int | None = None
+    packing: dict[str, Any] | None = None
+    sources: list[SourceEntry] = field(default_factory=list)
+    transforms: list[dict[str, Any]] = field(default_factory=list)
+    plan: dict[str, Any] | None = None
     mixture: MixtureView | None = None
     mixture_error: str | None = None
+    replay: ReplayPanel | None = None
     title: str = html_only("")
     crumbs: list[Link] = html_only(default_factory=list)
     step_box_url: str = html_only("")
@@ -206,6 +214,43 @@ def chart_view(
     return view
 
 
+def _native_parts(runs: RunCache, run: Run, *, window: int | None) -> dict[str, Any]:
+    """What only a native run's page shows: its plan, pinned sources, packing and realized mixture."""
+    total_weight = sum(s.weight for s in run.sources)
+    sources = [
+        SourceEntry(
+            ref=s.ref,
+            dataset=s.dataset,
+            version=s.version,
+            version_url=urls.version(s.dataset, s.version),
+            rows=s.rows,
+            weight=s.weight,
+            share=s.weight / total_weight,
+            chunk=s.chunk,
+            transforms=[t.to_json() for t in run.plan.sources[i].transforms],
+        )
+        for i, s in enumerate(run.sources)
+    ]
+    mixture, mixture_error = None, None
+    try:  # measuring reads data: a broken shard shows as a message in the panel, not as a broken run page
+        mixture = run_mixture(runs, run, window=window)
+    except BatchscopeError as exc:
+        mixture_error = exc.message
+    return {
+        "streams": run.streams,
+        "allowed_world_sizes": run.plan.allowed_world_sizes(),
+        "seed": run.plan.seed,
+        "read_format": run.read_format,
+        "sequences_per_block": run.sequences_per_block,
+        "packing": _packing(run),
+        "sources": sources,
+        "transforms": [t.to_json() for t in run.plan.transforms],
+        "plan": run.manifest["plan"],
+        "mixture": mixture,
+        "mixture_error": mixture_error,
+    }
+
+
 def run_page(
     catalog: Catalog,
     runs: RunCache,
@@ -227,42 +272,21 @@ def run_page(
         except BatchscopeError as exc:
             overlay_error = exc.message
     view = chart_view(run, other, start=start, end=end, smooth=smooth, overlay=overlay, overlay_error=overlay_error)
-    total_weight = sum(s.weight for s in run.sources)
-    sources = [
-        SourceEntry(
-            ref=s.ref,
-            dataset=s.dataset,
-            version=s.version,
-            version_url=urls.version(s.dataset, s.version),
-            rows=s.rows,
-            weight=s.weight,
-            share=s.weight / total_weight,
-            chunk=s.chunk,
-            transforms=[t.to_json() for t in run.plan.sources[i].transforms],
-        )
-        for i, s in enumerate(run.sources)
-    ]
     steps = run.ledger.steps()
-    mixture, mixture_error = None, None
-    try:  # measuring reads data: a broken shard shows as a message in the panel, not as a broken run page
-        mixture = run_mixture(runs, run, window=window)
-    except BatchscopeError as exc:
-        mixture_error = exc.message
+    own: dict[str, Any] = {}
+    if run.kind == "native":
+        own = _native_parts(runs, run, window=window)
+    elif run.kind == "replayed":
+        own = {"replay": replay_panel(run)}
     return RunPage(
         name=run.name,
         url=urls.run(run.name),
+        kind=run.kind,
+        label=LABELS.get(run.kind, run.kind),
         fingerprint=run.fingerprint,
         created=run.manifest.get("created"),
         total_steps=run.total_steps,
         global_batch_size=run.global_batch_size,
-        streams=run.streams,
-        allowed_world_sizes=run.plan.allowed_world_sizes(),
-        seed=run.plan.seed,
-        read_format=run.read_format,
-        sequences_per_block=run.sequences_per_block,
-        packing=_packing(run),
-        sources=sources,
-        transforms=[t.to_json() for t in run.plan.transforms],
         world_sizes=[{"start_step": s.start_step, "world_size": s.world_size} for s in run.world_size_history()],
         ledger_steps=len(steps),
         last_logged_step=steps[-1] if steps else None,
@@ -270,9 +294,7 @@ def run_page(
         chart=view,
         first_step_url=urls.step(run.name, 0),
         last_step_url=urls.step(run.name, run.total_steps - 1),
-        plan=run.manifest["plan"],
-        mixture=mixture,
-        mixture_error=mixture_error,
+        **own,
         title=f"run {run.name}",
         crumbs=[Link("runs", urls.home()), Link(run.name, urls.run(run.name))],
         step_box_url=urls.run(run.name),

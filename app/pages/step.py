@@ -75,6 +75,7 @@ class StepPage:
     padding: int
     padding_warning: str | None
     mix: StepMixView | None = None
+    kind: str = "native"
     title: str = html_only("")
     crumbs: list[Link] = html_only(default_factory=list)
     sorts: list[Link] = html_only(default_factory=list)
@@ -151,7 +152,8 @@ def step_page(catalog: Catalog, runs: RunCache, name: str, step: int, *, sort: s
         tokens=sum(t.tokens for t in every),
         padding=sum(t.padding for t in every),
         padding_warning=step_padding_warning(every),
-        mix=step_mixture(step_mix(run, step, batches)),
+        mix=step_mixture(step_mix(run, step, batches)) if run.kind == "native" else None,
+        kind=run.kind,
         title=f"{run.name} · step {step}",
         crumbs=[Link("runs", urls.home()), Link(run.name, urls.run(run.name)), Link(f"step {step}", urls.step(run.name, step))],
         sorts=sort_links(urls.step(run.name, step), order),

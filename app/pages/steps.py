@@ -9,8 +9,10 @@ import numpy as np
 
 from loaders import Batch, Catalog, Document, Run
 from loaders.errors import SampleNotFound, StorageError
+from loaders.run.kinds import LABELS, RunLike
 
 from .. import urls
+from ..errors import BadQuery
 from ..flags import Flag, FlagStore
 from ..jsonable import html_only
 from ..renderers.inputs import InputBlock, InputPlace, TokenValues, input_blocks
@@ -34,25 +36,42 @@ from .sample import FLAGS_SHOWN, FieldBlock, FlagForm, flag_form, render_fields
 
 @dataclass
 class Verdict:
-    """The ledger compared with the recomputation: ``verified`` is True, False or None (no ledger)."""
+    """What the run recorded compared with the recomputation: ``verified`` is True, False or None (nothing recorded).
+
+    ``kind`` is the run's (:mod:`loaders.run.kinds`), and the label never claims more than it: a native run's batch is
+    "verified" against its ledger, a replayed run's is "replayed" (and matches or differs from what the run logged).
+    """
 
     status: str
     verified: bool | None
     ledger_digest: str | None
     differing: list[int]
     label: str
+    kind: str = "native"
 
 
-def verdict(run: Run, batch: Batch) -> Verdict:
-    """The page's badge for ``run.compare(batch)``."""
-    check = run.compare(batch)
-    labels = {
+#: Badge labels by run kind and status (``{n}``: how many samples differ).
+VERDICT_LABELS = {
+    "native": {
         "no-ledger": "no ledger",
         "verified": "✓ verified",
         "untrained": "✓ verified, but fetched and never marked trained",
-        "mismatch": f"✗ {len(check.differing)} sample(s) differ from the ledger",
-    }
-    return Verdict(check.status, check.verified, check.ledger_digest, check.differing, labels[check.status])
+        "mismatch": "✗ {n} sample(s) differ from the ledger",
+    },
+    "replayed": {
+        "no-ledger": "replayed · the run logged no batches to compare",
+        "replayed": "✓ replayed · matches the indices the run logged",
+        "mismatch": "✗ replayed · {n} sample(s) differ from what the run logged",
+    },
+}
+
+
+def verdict(run: RunLike, batch: Batch) -> Verdict:
+    """The page's badge for ``run.compare(batch)``."""
+    check = run.compare(batch)
+    labels = VERDICT_LABELS.get(run.kind, {})
+    label = labels.get(check.status, f"{LABELS.get(run.kind, run.kind)} · {check.status}").format(n=len(check.differing))
+    return Verdict(check.status, check.verified, check.ledger_digest, check.differing, label, run.kind)
 
 
 # -- the step/rank page -------------------------------------------------------------------------
@@ -192,6 +211,7 @@ class RankPage:
     next_url: str | None
     against: Against | None = None
     sort: str = "position"
+    kind: str = "native"
     padding_warning: str | None = None
     ranks: list[Link] = html_only(default_factory=list)
     sorts: list[Link] = html_only(default_factory=list)
@@ -386,8 +406,9 @@ def rank_page(
         step_url=urls.step(run.name, step),
         prev_url=_neighbour_step(run, step - 1, rank),
         next_url=_neighbour_step(run, step + 1, rank),
-        against=compare_against(run, batch, against) if against else None,
+        against=_against(run, batch, against),
         sort=order,
+        kind=run.kind,
         padding_warning=step_padding_warning([token_stats(s.inputs) for s in batch.samples], what="batch"),
         sorts=sort_links(urls.rank(run.name, step, rank), order),
         ranks=[Link(f"rank {r}", urls.rank(run.name, step, r), "current" if r == rank else None) for r in range(world_size)],
@@ -400,6 +421,15 @@ def rank_page(
             Link(f"rank {rank}", urls.rank(run.name, step, rank)),
         ],
     )
+
+
+def _against(run: RunLike, batch: Batch, other: str | None) -> Against | None:
+    """``?against=``: this (step, rank) re-resolved with another version or run — a native run's plan only."""
+    if not other:
+        return None
+    if run.kind != "native":
+        raise BadQuery(f"?against= re-resolves a native run's read plan; run {run.name} is {LABELS.get(run.kind, run.kind)}")
+    return compare_against(run, batch, other)  # type: ignore[arg-type]
 
 
 def _batch_flags(flags: FlagStore, run: Run, batch: Batch) -> list[list[Flag] | None]:

@@ -115,7 +115,7 @@ def attach(catalog: CatalogStore, framework_name: str, name: str, argv: Sequence
                 raise ReplayError(f"{imports.batches}: no such file of logged batches")
             with open(imports.batches, encoding="utf-8") as f:
                 logged = parse_logged(f, where=imports.batches, steps=shape.total_steps, world_size=shape.world_size)
-        sources = [ReplaySource(f"{v.name}@{v.short_id}", v.name, v.id, v.rows, v.shard_format) for v in versions]
+        sources = [ReplaySource(v.name, v.name, v.id, v.rows, v.shard_format) for v in versions]
         pin_json = [p.to_json() for p in pins]
         manifest = {
             "format": "batchscope.run/1",

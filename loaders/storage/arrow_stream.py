@@ -145,10 +145,6 @@ class OpenArrowShard:
         table = pa.Table.from_batches([batch])
         return table.select(columns) if columns is not None else table
 
-    def decoded_bytes(self, row_group: int) -> int:
-        """What decoding one record batch holds in memory: its body, which Arrow keeps as it is."""
-        return self.shard.boundaries[row_group + 1] - self.shard.boundaries[row_group]
-
 
 class _ArrowStream:
     """The Arrow IPC shard format (see :mod:`loaders.storage.formats`)."""
@@ -161,6 +157,10 @@ class _ArrowStream:
 
     def open(self, shard: ShardInfo, *, where: str, cache: bool = True) -> OpenArrowShard:
         return OpenArrowShard(shard, where=where, cache=cache)
+
+    def decoded_bytes(self, shard: ShardInfo, row_group: int) -> int:
+        """What decoding one record batch holds in memory: its message, which Arrow decodes in place."""
+        return shard.boundaries[row_group + 1] - shard.boundaries[row_group]
 
 
 ARROW_STREAM = _ArrowStream()

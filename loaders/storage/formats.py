@@ -4,7 +4,8 @@ A dataset version is Parquet unless its manifest names another ``shard_format``.
 things, so :class:`~loaders.catalog.version.DatasetVersion` reads any of them the same way (keys, pages, permalinks,
 flags): ``scan(uri) -> (ShardInfo, schema)`` cuts a file into segments and hashes each once, and
 ``open(info, where=..., cache=...)`` returns a reader whose ``read_row_group(group, columns)`` fetches one segment,
-checks it against its registered digest and decodes exactly those bytes. A format is found by name in
+checks it against its registered digest and decodes exactly those bytes; ``decoded_bytes(info, group)`` estimates
+the memory one row group decodes to (the inspector's memory budget). A format is found by name in
 :data:`FORMATS` and imported only when asked (a framework's replay can add the format its files are stored in).
 
 >>> sorted(FORMATS)
@@ -47,6 +48,8 @@ class ShardFormat(Protocol):
     def scan(self, uri: str) -> tuple[ShardInfo, pa.Schema]: ...
 
     def open(self, shard: ShardInfo, *, where: str, cache: bool = True) -> Any: ...
+
+    def decoded_bytes(self, shard: ShardInfo, row_group: int) -> int: ...  # memory one row group decodes to, estimated
 
 
 _LOADED: dict[str, ShardFormat] = {}

@@ -316,5 +316,9 @@ class _Parquet:
     def open(self, shard: ShardInfo, *, where: str, cache: bool = True) -> OpenShard:
         return OpenShard(shard, where=where, cache=cache)
 
+    def decoded_bytes(self, shard: ShardInfo, row_group: int) -> int:
+        """A lower bound of what decoding one row group holds: its compressed bytes (the footer knows more)."""
+        return shard.boundaries[min(row_group + 1, len(shard.boundaries) - 1)] - shard.boundaries[min(row_group, len(shard.boundaries) - 2)]
+
 
 PARQUET = _Parquet()
