@@ -105,9 +105,15 @@ class _Positions:
 
 
 class HFReplay:
-    """The replay of one run: batch index of every epoch, the shuffle's indices and their inverse."""
+    """The replay of one run: batch index of every epoch, the shuffle's indices and their inverse.
 
-    def __init__(self, settings: HFSettings, context: ReplayContext, title: str) -> None:
+    A step is ``group`` consecutive batches of a rank's loader (1 here; the gradient-accumulation steps of a
+    ``Trainer``), never crossing an epoch: the last step of an epoch takes the batches left.
+    """
+
+    group = 1
+
+    def __init__(self, settings: Any, context: ReplayContext, title: str) -> None:
         self.settings = settings
         self.context = context
         self.title = title
@@ -116,15 +122,26 @@ class HFReplay:
         self.shuffle = (
             context.array("shuffle", lambda: shuffled(folder, settings.shuffle_seed)[0]) if settings.shuffle_seed is not None else None
         )
-        self.index = BatchIndex(context, epochs=settings.epochs, draw=self._draw)
         self.per_epoch = self._batches_per_epoch()
         if self.per_epoch == 0:
-            raise ReplayError(
-                f"attach hf: --world-size {settings.world_size} --batch-size {settings.batch_size}"
-                f"{' --drop-last' if settings.drop_last else ''} over {self.rows} rows: each rank's DataLoader yields no batch"
-            )
+            raise ReplayError(f"{self.no_batch()} over {self.rows} rows: each rank's DataLoader yields no batch")
+        self.steps_per_epoch = -(-self.per_epoch // self.group)
+        self.total_steps = self.steps()
+        self.epochs = -(-self.total_steps // self.steps_per_epoch)
+        self.index = BatchIndex(context, epochs=self.epochs, draw=self._draw)
 
-    def _loaders(self, epoch: int) -> list[Any]:
+    # -- what a framework's loader does (overridden by the Trainer's replay) ----------------------------------------
+    def no_batch(self) -> str:
+        """The settings that leave a rank no batch, as flags."""
+        s = self.settings
+        return f"attach hf: --world-size {s.world_size} --batch-size {s.batch_size}{' --drop-last' if s.drop_last else ''}"
+
+    def steps(self) -> int:
+        """The run's steps."""
+        return self.per_epoch * self.settings.epochs
+
+    def loaders(self, epoch: int) -> list[Any]:
+        """Every rank's loader, set to ``epoch``, iterating the batches of dataset positions it yields."""
         from torch.utils.data import DataLoader, DistributedSampler
 
         data = _Positions(self.rows)
@@ -133,19 +150,43 @@ class HFReplay:
         for rank in range(s.world_size):
             sampler = DistributedSampler(data, num_replicas=s.world_size, rank=rank, shuffle=s.shuffle, seed=s.seed, drop_last=s.drop_last)
             sampler.set_epoch(epoch)
-            loaders.append(DataLoader(data, batch_size=s.batch_size, sampler=sampler, drop_last=s.drop_last))
+            loaders.append(DataLoader(data, batch_size=s.batch_size, sampler=sampler, drop_last=s.drop_last).batch_sampler)
         return loaders
 
+    def describe(self) -> list[tuple[str, str]]:
+        s = self.settings
+        return [
+            ("dataset", self.dataset_line()),
+            (
+                "sampler",
+                f"torch DistributedSampler(num_replicas={s.world_size}, rank=r, shuffle={s.shuffle}, seed={s.seed}, "
+                f"drop_last={s.drop_last}), set_epoch(e) before epoch e",
+            ),
+            ("loader", f"DataLoader(batch_size={s.batch_size}, drop_last={s.drop_last}): {self.per_epoch} batches per rank per epoch"),
+            ("step", f"step s of rank r is the s-th batch that rank's DataLoader yields over {s.epochs} consecutive epoch(s)"),
+        ]
+
+    def batch_size(self) -> int:
+        """Samples per rank per step (before an epoch's short last step)."""
+        return int(self.settings.batch_size) * self.group
+
+    # -- shared ---------------------------------------------------------------------------------------------------
+    def dataset_line(self) -> str:
+        s = self.settings
+        shuffle = f".shuffle(seed={s.shuffle_seed})" if s.shuffle_seed is not None else ""
+        split = f"[{s.split!r}]" if s.split else ""
+        return f"datasets.load_from_disk({s.dataset!r}){split}{shuffle}: {self.rows} rows"
+
     def _batches_per_epoch(self) -> int:
-        """Batches each rank's DataLoader yields per epoch (kept with the arrays: reopening needs no torch)."""
-        return int(self.context.array("batches-per-epoch", lambda: np.asarray([len(self._loaders(0)[0])], dtype=np.int64))[0])
+        """Batches each rank's loader yields per epoch (kept with the arrays: reopening needs no torch)."""
+        return int(self.context.array("batches-per-epoch", lambda: np.asarray([len(self.loaders(0)[0])], dtype=np.int64))[0])
 
     def _draw(self, epoch: int) -> list[list[list[int]]]:
-        return [[list(batch) for batch in loader.batch_sampler] for loader in self._loaders(epoch)]
+        return [[[int(i) for i in batch] for batch in loader] for loader in self.loaders(epoch)]
 
     def shape(self) -> Shape:
         s = self.settings
-        return Shape(self.per_epoch * s.epochs, s.world_size * s.batch_size, s.world_size)
+        return Shape(self.total_steps, s.world_size * self.batch_size(), s.world_size)
 
     def prepare(self) -> None:
         self.index.prepare()
@@ -165,8 +206,9 @@ class HFReplay:
         return self.context.array("unshuffle", build)
 
     def samples(self, step: int, rank: int) -> list[ReplayedSample]:
-        epoch, batch = divmod(step, self.per_epoch)
-        positions = self.index.batch(epoch, rank, batch, batch + 1)
+        epoch, update = divmod(step, self.steps_per_epoch)
+        first = update * self.group
+        positions = self.index.batch(epoch, rank, first, min(first + self.group, self.index.batches(epoch, rank)))
         rows = np.asarray(self.shuffle)[positions] if self.shuffle is not None else positions
         return [ReplayedSample(int(p), (Piece(0, int(r)),), epoch) for p, r in zip(positions.tolist(), rows.tolist())]
 
@@ -174,30 +216,17 @@ class HFReplay:
         if source != 0:
             raise WhereUnsupported(f"{self.title} reads one set of documents, not {source}")
         position = int(self.unshuffle()[record]) if self.shuffle is not None else record
-        s = self.settings
-        stop = min(s.epochs, first_epoch + epochs)
-        found = WhereReads("", source, record, s.epochs, first_epoch, stop if stop < s.epochs else None)
+        world_size, width = self.settings.world_size, self.batch_size()
+        stop = min(self.epochs, first_epoch + epochs)
+        found = WhereReads("", source, record, self.epochs, first_epoch, stop if stop < self.epochs else None)
         for epoch in range(first_epoch, stop):
             for rank, batch, offset in self.index.find(epoch, position):
-                sample = offset - self.index.offset(epoch, rank, batch)
-                step = epoch * self.per_epoch + batch
-                found.reads.append(Read("", epoch, step, rank, s.world_size, sample, rank * s.batch_size + sample, position))
+                update = batch // self.group
+                sample = offset - self.index.offset(epoch, rank, update * self.group)
+                step = epoch * self.steps_per_epoch + update
+                if step < self.total_steps:
+                    found.reads.append(Read("", epoch, step, rank, world_size, sample, rank * width + sample, position))
         return found
-
-    def describe(self) -> list[tuple[str, str]]:
-        s = self.settings
-        shuffle = f".shuffle(seed={s.shuffle_seed})" if s.shuffle_seed is not None else ""
-        split = f"[{s.split!r}]" if s.split else ""
-        return [
-            ("dataset", f"datasets.load_from_disk({s.dataset!r}){split}{shuffle}: {self.rows} rows"),
-            (
-                "sampler",
-                f"torch DistributedSampler(num_replicas={s.world_size}, rank=r, shuffle={s.shuffle}, seed={s.seed}, "
-                f"drop_last={s.drop_last}), set_epoch(e) before epoch e",
-            ),
-            ("loader", f"DataLoader(batch_size={s.batch_size}, drop_last={s.drop_last}): {self.per_epoch} batches per rank per epoch"),
-            ("step", f"step s of rank r is the s-th batch that rank's DataLoader yields over {s.epochs} consecutive epoch(s)"),
-        ]
 
 
 class HuggingFace:

@@ -51,3 +51,53 @@ def read_received(path: Path) -> dict[tuple[int, int], list[str]]:
         data = json.loads(line)
         found[(data["step"], data["rank"])] = data["samples"]
     return found
+
+
+def recording_lm(received: list[tuple[int, int, list[str]]], rank: int = 0) -> Any:
+    """A tiny real language model whose every forward pass appends ``(step, rank, sample digests)`` to ``received``;
+    its ``step`` is set by :func:`step_callback` to the optimizer steps done so far."""
+    import torch
+
+    class RecordingLM(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.embed = torch.nn.Embedding(128, 8)
+            self.head = torch.nn.Linear(8, 128)
+            self.step = 0
+
+        def forward(self, input_ids: Any, labels: Any = None, **_: Any) -> dict[str, Any]:
+            if self.training:
+                received.append((self.step, rank, [token_digest(row) for row in input_ids]))
+            logits = self.head(self.embed(input_ids))
+            loss = torch.nn.functional.cross_entropy(logits[:, :-1].reshape(-1, 128), labels[:, 1:].reshape(-1), ignore_index=-100)
+            return {"loss": loss, "logits": logits}
+
+    return RecordingLM()
+
+
+def step_callback(model: Any) -> Any:
+    """A ``TrainerCallback`` telling ``model`` which optimizer step its next batches belong to."""
+    from transformers import TrainerCallback
+
+    class StepOf(TrainerCallback):
+        def on_step_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+            model.step = state.global_step
+
+    return StepOf()
+
+
+def by_step(received: list[tuple[int, int, list[str]]]) -> dict[tuple[int, int], list[str]]:
+    """``(step, rank) → sample digests in the order received`` (a step's batches concatenated)."""
+    found: dict[tuple[int, int], list[str]] = {}
+    for step, rank, digests in received:
+        found.setdefault((step, rank), []).extend(digests)
+    return found
+
+
+def replayed_digests(run: Any) -> dict[tuple[int, int], list[str]]:
+    """``(step, rank) → sample digests`` of every step of a replayed run, by its own batches."""
+    return {
+        (step, rank): [token_digest(s.inputs["input_ids"]) for s in run.batch(step, rank).samples]
+        for step in range(run.total_steps)
+        for rank in range(run.world_size)
+    }
