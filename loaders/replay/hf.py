@@ -182,7 +182,7 @@ class HFReplay:
         return int(self.context.array("batches-per-epoch", lambda: np.asarray([len(self.loaders(0)[0])], dtype=np.int64))[0])
 
     def _draw(self, epoch: int) -> list[list[list[int]]]:
-        return [[[int(i) for i in batch] for batch in loader] for loader in self.loaders(epoch)]
+        return [list(loader) for loader in self.loaders(epoch)]  # each batch: the list of positions the sampler drew
 
     def shape(self) -> Shape:
         s = self.settings

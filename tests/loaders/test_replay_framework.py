@@ -6,13 +6,17 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import numpy as np
 import pyarrow as pa
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from loaders import Catalog
 from loaders.catalog.version import clear_read_caches
 from loaders.errors import ChecksumMismatch, FrameworkMissing, RegistrationError, ReplayError
 from loaders.replay import framework as registry
+from loaders.replay.batch_index import stable_order
 from loaders.replay.framework import FRAMEWORKS, Framework, framework, framework_class
 
 
@@ -84,3 +88,9 @@ def test_a_parquet_file_is_not_an_arrow_shard_and_versions_keep_their_ids(tmp_pa
     assert "shard_format" not in parquet.manifest.content() and parquet.shard_format == "parquet"
     with pytest.raises(RegistrationError, match=r"unknown shard format 'csv'; known formats: arrow-stream, parquet"):
         catalog.register("y", [str(tmp_path / "data.parquet")], shard_format="csv")
+
+
+@given(st.lists(st.integers(min_value=0, max_value=40), max_size=200))
+def test_the_batch_index_orders_positions_as_a_stable_sort_does(values):
+    array = np.asarray(values, dtype=np.int64)
+    assert stable_order(array).tolist() == np.argsort(array, kind="stable").tolist()
