@@ -82,9 +82,9 @@ def _sampler_loaders(data: Any, epoch: int) -> list[Any]:
 
 def _framework_draw(n: int) -> float:
     """Seconds torch takes to draw every epoch's batches for every rank (what the index build stores)."""
-    from loaders.replay.hf import _Positions
+    from loaders.replay.batch_index import Positions
 
-    data = _Positions(n)
+    data = Positions(n)
     start = time.perf_counter()
     for epoch in range(EPOCHS):
         for _, loader in _sampler_loaders(data, epoch):
@@ -95,9 +95,9 @@ def _framework_draw(n: int) -> float:
 
 def _fast_forward(n: int, steps: int) -> float:
     """Seconds to reach step ``steps`` of rank 0 by iterating its batch sampler over consecutive epochs (no data)."""
-    from loaders.replay.hf import _Positions
+    from loaders.replay.batch_index import Positions
 
-    data = _Positions(n)
+    data = Positions(n)
     start = time.perf_counter()
     left, epoch = steps, 0
     while left > 0:

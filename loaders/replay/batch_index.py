@@ -32,6 +32,20 @@ import numpy as np
 Draw = Callable[[int], Sequence[Sequence[Sequence[int]]]]
 
 
+class Positions:
+    """``n`` positions as a map-style dataset or a source (``positions[i] == i``): what samplers and pipelines see of a
+    dataset is only its length, so drawing over positions gives exactly the indices they ask the data for."""
+
+    def __init__(self, n: int) -> None:
+        self.n = n
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __getitem__(self, index: int) -> int:
+        return index
+
+
 class Arrays(Protocol):
     def array(self, name: str, build: Callable[[], np.ndarray]) -> np.ndarray: ...
 

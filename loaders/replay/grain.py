@@ -31,7 +31,7 @@ import numpy as np
 
 from ..errors import ReplayError
 from ..sampling.where import Read, WhereReads
-from .batch_index import BatchIndex
+from .batch_index import BatchIndex, Positions
 from .flags import Flags, natural, positive
 from .framework import Documents, Layout, Piece, Pinned, ReplayContext, ReplayedSample, Shape
 from .hf_folder import catalog_name, hf_folder
@@ -78,19 +78,6 @@ class GrainSettings:
         return {**dataclasses.asdict(self), "pipeline": list(self.pipeline)}
 
 
-class _Positions:
-    """N positions as a Grain source (Grain asks it for ``index % N``)."""
-
-    def __init__(self, n: int) -> None:
-        self.n = n
-
-    def __len__(self) -> int:
-        return self.n
-
-    def __getitem__(self, index: int) -> int:
-        return index
-
-
 def _tag(index: int, _: int) -> int:
     """The global index a record was asked for (``epoch * N + record``): its epoch is ``index // N``."""
     return index
@@ -114,7 +101,7 @@ def pipeline(settings: GrainSettings, rows: int, process: int) -> Any:
     """Process ``process``'s pipeline, built with Grain, over the positions of ``rows`` records (each element is the
     global index its record was read at)."""
     grain = import_grain()
-    ds = grain.MapDataset.source(_Positions(rows)).map_with_index(_tag)  # a map keeps every seed's depth below
+    ds = grain.MapDataset.source(Positions(rows)).map_with_index(_tag)  # a map keeps every seed's depth below
     if settings.dataset_seed is not None:
         ds = ds.seed(settings.dataset_seed)
     for stage in settings.pipeline:

@@ -30,7 +30,7 @@ import numpy as np
 
 from ..errors import ReplayError, SettingMismatch, WhereUnsupported
 from ..sampling.where import Read, WhereReads
-from .batch_index import BatchIndex
+from .batch_index import BatchIndex, Positions
 from .flags import Flags, natural, positive
 from .framework import Documents, Layout, Piece, Pinned, ReplayContext, ReplayedSample, Shape
 from .hf_folder import HFFolder, catalog_name, hf_folder, load, shuffled
@@ -76,6 +76,12 @@ def add_folder_flags(parser: Flags) -> None:
     parser.add_argument("--tokenizer", help="catalog tokenizer that made its token columns")
 
 
+def check_dataset(settings: Any, context: ReplayContext, *, what: str) -> None:
+    """Check the settings' folder as ``datasets`` loads it against its pinned documents and the logged fingerprint."""
+    folder = hf_folder(settings.dataset, settings.split)
+    check_folder(folder, context.versions[0].rows, shuffle_seed=settings.shuffle_seed, fingerprint=settings.fingerprint, what=what)
+
+
 def check_folder(folder: HFFolder, rows: int, *, shuffle_seed: int | None, fingerprint: str | None, what: str) -> np.ndarray | None:
     """Check the folder as ``datasets`` loads it (its length, the logged fingerprint); the shuffle's indices, if any."""
     dataset = load(folder)
@@ -89,19 +95,6 @@ def check_folder(folder: HFFolder, rows: int, *, shuffle_seed: int | None, finge
             "another folder, another --shuffle-seed, or files changed since the run"
         )
     return indices
-
-
-class _Positions:
-    """A map-style dataset of ``n`` positions (``dataset[i] == i``): what the sampler sees is only the length."""
-
-    def __init__(self, n: int) -> None:
-        self.n = n
-
-    def __len__(self) -> int:
-        return self.n
-
-    def __getitem__(self, index: int) -> int:
-        return index
 
 
 class HFReplay:
@@ -144,7 +137,7 @@ class HFReplay:
         """Every rank's loader, set to ``epoch``, iterating the batches of dataset positions it yields."""
         from torch.utils.data import DataLoader, DistributedSampler
 
-        data = _Positions(self.rows)
+        data = Positions(self.rows)
         s = self.settings
         loaders = []
         for rank in range(s.world_size):
@@ -272,13 +265,7 @@ class HuggingFace:
         return folder_layout(settings.dataset, settings.split, name=settings.name, key=settings.key, tokenizer=settings.tokenizer)
 
     def check(self, settings: HFSettings, context: ReplayContext) -> None:
-        check_folder(
-            hf_folder(settings.dataset, settings.split),
-            context.versions[0].rows,
-            shuffle_seed=settings.shuffle_seed,
-            fingerprint=settings.fingerprint,
-            what="attach hf",
-        )
+        check_dataset(settings, context, what="attach hf")
 
     def open(self, settings: HFSettings, context: ReplayContext) -> HFReplay:
         return HFReplay(settings, context, self.title)

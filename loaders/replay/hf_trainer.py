@@ -38,9 +38,10 @@ from dataclasses import dataclass
 from typing import Any, Sequence
 
 from ..errors import ReplayError, SettingMismatch
+from .batch_index import Positions
 from .flags import Flags, natural, positive
 from .framework import Layout, Pinned, ReplayContext
-from .hf import HFReplay, _Positions, add_folder_flags, check_folder, folder_layout
+from .hf import HFReplay, add_folder_flags, check_dataset, folder_layout
 from .hf_folder import hf_folder
 
 #: ``trainer_state.json`` field → the setting it must agree with.
@@ -141,7 +142,7 @@ class TrainerReplay(HFReplay):
         from torch.utils.data import DataLoader, RandomSampler
 
         s = self.settings
-        data = _Positions(self.rows)
+        data = Positions(self.rows)
         loaders = []
         for rank in range(s.world_size):
             loader = DataLoader(
@@ -252,13 +253,7 @@ class HuggingFaceTrainer:
         return Layout(layout.documents, (*layout.pinned, state))
 
     def check(self, settings: TrainerSettings, context: ReplayContext) -> None:
-        check_folder(
-            hf_folder(settings.dataset, settings.split),
-            context.versions[0].rows,
-            shuffle_seed=settings.shuffle_seed,
-            fingerprint=settings.fingerprint,
-            what="attach hf-trainer",
-        )
+        check_dataset(settings, context, what="attach hf-trainer")
 
     def open(self, settings: TrainerSettings, context: ReplayContext) -> TrainerReplay:
         return TrainerReplay(settings, context, self.title)

@@ -21,7 +21,7 @@ import pyarrow as pa
 
 from ..errors import ChecksumMismatch, CorruptData, RegistrationError
 from . import files as storage
-from .shards import ShardInfo
+from .shards import ShardInfo, check_present
 
 _FILE_MAGIC = b"ARROW1"
 _HASH_CHUNK = 8 << 20
@@ -104,13 +104,7 @@ class OpenArrowShard:
         self.shard = shard
         self.where = where
         self.cache = cache
-        stat = storage.stat(shard.uri)
-        if not stat.exists:
-            raise ChecksumMismatch(f"{where}: shard file {shard.uri} is missing")
-        if stat.size != shard.size:
-            raise ChecksumMismatch(
-                f"{where}: shard {shard.uri} is {stat.size} bytes, registered as {shard.size} bytes (changed after registration)"
-            )
+        check_present(shard, where=where)
         start, end = shard.boundaries[0], shard.boundaries[-1]
         outside = _outside(shard.uri, start, end, shard.size)
         if _digest(outside) != shard.footer_digest:

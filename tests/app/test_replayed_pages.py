@@ -140,6 +140,10 @@ def test_a_flag_made_on_a_replayed_sample_links_back_to_its_anchor(client):
     flag = client.get(urls.api(posted.headers["location"])).json()["flag"]
     assert flag["context_url"] == urls.rank("hf-job", SPIKE, 1) + "#sample-1"
     assert soup(client.get(urls.rank("hf-job", SPIKE, 1))).find(id="sample-1").select_one(".flag-notes a")["href"] == urls.flag(flag["id"])
+    flags = client.get(urls.flags())
+    assert flags.status_code == 200 and flag["context_url"] in {a["href"] for a in soup(flags).select("a")}
+    home = soup(client.get(urls.home()))
+    assert {tr.a.get_text(): tr["data-status"] for tr in home.select("tr.run-row")}["hf-job"] == "replayed"
 
 
 def test_a_step_beyond_the_run_is_a_404_naming_it(client, replayed):
