@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import tempfile
 import threading
 import time
 from dataclasses import dataclass
@@ -162,20 +163,26 @@ def attach_paths(top: Any, sets: list[IndexSet]) -> None:
 def build_indexes(args: MegatronArgs, split_sizes: list[int], folder: Path, *, tokenizer_object: Any) -> float:
     """Build every index of the three splits with megatron-core's own builder into ``folder``; returns the seconds taken.
 
-    megatron's ``BlendedDataset`` asks ``torch.distributed`` for the rank when it builds, so a one-process group on
-    an in-memory store stands in for the run's rank 0 when none is initialized.
+    The build goes to a fresh folder beside ``folder`` whose files move into ``folder`` only once megatron has
+    finished, so a failed build leaves nothing half-written. megatron's ``BlendedDataset`` asks ``torch.distributed``
+    for the rank when it builds, so a one-process group on an in-memory store stands in for the run's rank 0 when
+    none is initialized.
     """
     import torch.distributed as dist
 
-    folder.mkdir(parents=True, exist_ok=True)
-    with _BUILD_LOCK:
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    with _BUILD_LOCK, tempfile.TemporaryDirectory(prefix=".building-", dir=folder.parent) as tmp:
         own_group = not dist.is_initialized()
         if own_group:
             dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
         try:
             start = time.perf_counter()
-            build_train(args, split_sizes, path_to_cache=str(folder), defer=False, tokenizer_object=tokenizer_object)
-            return time.perf_counter() - start
+            build_train(args, split_sizes, path_to_cache=tmp, defer=False, tokenizer_object=tokenizer_object)
+            seconds = time.perf_counter() - start
         finally:
             if own_group:
                 dist.destroy_process_group()
+        folder.mkdir(exist_ok=True)
+        for built in sorted(Path(tmp).iterdir(), key=lambda p: p.name.endswith("description.txt")):  # descriptions last
+            os.replace(built, folder / built.name)
+        return seconds

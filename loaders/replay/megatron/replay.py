@@ -121,8 +121,8 @@ class MegatronReplay:
         sets, missing = indexes.locate(args, top, work_cache)
         built = None
         if missing:
-            for kind, prefix, dataset in missing:
-                for folder in indexes.run_cache_folders(args, kind, prefix) if args.data_cache_path else []:
+            for kind, prefix, dataset in missing:  # the run's cache describes it only under other settings: say which
+                for folder in indexes.run_cache_folders(args, kind, prefix):
                     checks.explain_mismatch(folder, kind, dataset)
             built = indexes.build_indexes(args, split_sizes, work_cache, tokenizer_object=tokenizer)
             sets, missing = indexes.locate(args, top, work_cache)

@@ -160,18 +160,20 @@ def test_a_tampered_cache_is_refused_naming_the_file(shared, tmp_path):
 
 
 @pytest.mark.parametrize(
-    ("change", "error", "message"),
+    ("case", "change", "message"),
     [
-        (("--seed", "8"), InvalidPlan, r"random_seed \(--seed\) is 7 there, 8 in the arguments"),
-        (("--seq-length", "32"), InvalidPlan, r"sequence_length \(--seq-length\) is 16 there, 32"),
-        (("--split", "80,10,10"), InvalidPlan, r"split \(--split\) is '90,8,2' there"),
-        (("--data-parallel-size", "3"), InvalidPlan, "data-parallel size 3 cannot produce global batch size 8"),
+        ("plain", ("--seed", "8"), r"random_seed \(--seed\) is 7 there, 8 in the arguments"),
+        ("plain", ("--seq-length", "32"), r"sequence_length \(--seq-length\) is 16 there, 32"),
+        ("plain", ("--split", "80,10,10"), r"split \(--split\) is '90,8,2' there"),
+        ("plain", ("--data-parallel-size", "3"), "data-parallel size 3 cannot produce global batch size 8"),
+        ("rampup", ("--seed", "6"), r"random_seed \(--seed\) is 5 there, 6 in the arguments .*GPTDataset_indices"),
+        ("rampup", ("--rampup-batch-size", "6"), "--rampup-batch-size 6 4 100 .* megatron-core refuses it"),
     ],
 )
-def test_a_setting_contradicting_the_run_cache_is_refused_naming_it(shared, tmp_path, change, error, message):
-    argv = _argv(shared, "plain")
+def test_a_setting_contradicting_the_run_cache_is_refused_naming_it(shared, tmp_path, case, change, message):
+    argv = _argv(shared, case)
     argv[argv.index(change[0]) + 1] = change[1]
-    with pytest.raises(error, match=message):
+    with pytest.raises(InvalidPlan, match=message):
         MegatronReplay.open(parse_args(argv), work_dir=tmp_path)
     assert not (tmp_path / "megatron-indexes").exists()  # nothing half-built left behind
 
