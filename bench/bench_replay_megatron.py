@@ -46,8 +46,8 @@ def _iterate_from_start(replay: Any, *, iterations: int, rank: int) -> float:
     from tests.support.megatron_truth import PretrainingSampler
 
     args = replay.args
-    sampler = PretrainingSampler(len(replay._top), 0, args.micro_batch_size, rank, args.data_parallel_size)
-    loader = iter(torch.utils.data.DataLoader(replay._top, batch_sampler=sampler, num_workers=0))
+    sampler = PretrainingSampler(len(replay.dataset), 0, args.micro_batch_size, rank, args.data_parallel_size)
+    loader = iter(torch.utils.data.DataLoader(replay.dataset, batch_sampler=sampler, num_workers=0))
     start = time.perf_counter()
     for iteration in range(iterations):
         for _ in range(replay.schedule.microbatches_at(iteration)):
@@ -64,8 +64,8 @@ def _resume_at(replay: Any, iteration: int, *, rank: int) -> float:
     args = replay.args
     start = time.perf_counter()
     consumed = replay.schedule.consumed(iteration)
-    sampler = PretrainingSampler(len(replay._top), consumed, args.micro_batch_size, rank, args.data_parallel_size)
-    loader = iter(torch.utils.data.DataLoader(replay._top, batch_sampler=sampler, num_workers=0))
+    sampler = PretrainingSampler(len(replay.dataset), consumed, args.micro_batch_size, rank, args.data_parallel_size)
+    loader = iter(torch.utils.data.DataLoader(replay.dataset, batch_sampler=sampler, num_workers=0))
     for _ in range(replay.schedule.microbatches_at(iteration)):
         next(loader)
     return time.perf_counter() - start
@@ -117,7 +117,7 @@ def run(workdir: Path, *, quick: bool) -> dict[str, Any]:
         {
             "system": "batchscope MegatronReplay",
             "documents": documents,
-            "samples_in_train_dataset": len(replay._top),
+            "samples_in_train_dataset": len(replay.dataset),
             "iterations": replay.total_iterations,
             "samples_per_rank_lookup": per_rank,
             "lookup_iteration_0": first.to_json(),

@@ -44,10 +44,6 @@ class IndexSet:
     files: dict[str, Path]  # role → path, and "description"
     origin: str  # "run cache" or "built"
 
-    @property
-    def folder(self) -> Path:
-        return self.files["description"].parent
-
 
 def sizes(args: MegatronArgs, total_iterations: int) -> list[int]:
     """Megatron-LM's ``get_train_valid_test_num_samples``: the sample counts asked of the train, valid and test splits."""

@@ -146,6 +146,16 @@ class MegatronReplay:
         return self.args.data_parallel_size
 
     @property
+    def dataset(self) -> Any:
+        """megatron-core's train dataset of the run (a ``GPTDataset``, or a ``BlendedDataset`` over several)."""
+        return self._top
+
+    @property
+    def gpt_datasets(self) -> list[Any]:
+        """megatron-core's ``GPTDataset`` of each ``--data-path`` prefix, in order."""
+        return [dataset for _kind, _prefix, dataset in self._gpt]
+
+    @property
     def fingerprint(self) -> str:
         """SHA-256 of megatron's descriptions of the train datasets and of the sampler settings."""
         a = self.args

@@ -68,7 +68,7 @@ def test_cases_cover_two_epochs_a_ramp_and_skips(replays):
     for case in ("plain", "blend", "rampup"):
         replay = replays[case]
         read = [s.dataset for i in range(replay.total_iterations) for r in range(RANKS) for s in replay.batch(i, r).samples]
-        for position, (_kind, _prefix, gpt) in enumerate(replay._gpt):
+        for position, gpt in enumerate(replay.gpt_datasets):
             assert read.count(position) * replay.args.seq_length > 2 * gpt._get_num_tokens_per_epoch(), (case, position)
     ramp = replays["rampup"].schedule
     assert [ramp.global_batch_size_at(i) for i in (0, 13, 19, 68)] == [4, 8, 12, 12]
