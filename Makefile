@@ -6,6 +6,8 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 DEMO_ROOT ?= demo-data
 PORT   ?= 8000
+# The test setup installs every optional extra, so every framework integration is tested with its own package.
+TEST_EXTRAS := test,hf,grain,megatron
 SUDO   := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 .PHONY: demo test bench setup setup-test chromium nginx serve clean help
@@ -26,7 +28,7 @@ $(VENV)/.base: pyproject.toml setup.py
 DROP_TORCHVISION := $(BIN)/python -m pip uninstall -y -q torchvision >/dev/null 2>&1 || true
 
 $(VENV)/.test: $(VENV)/.base
-	@$(BIN)/python -m pip install -q --disable-pip-version-check -e '.[test,hf,grain]'
+	@$(BIN)/python -m pip install -q --disable-pip-version-check -e '.[$(TEST_EXTRAS)]'
 	@$(DROP_TORCHVISION)
 	@touch $@
 
