@@ -132,3 +132,9 @@ class StorageError(BatchscopeError):
     """Storage kept failing after the retry budget was spent."""
 
     status = 503
+
+
+class MissingExtra(BatchscopeError, ImportError):
+    """An optional framework package is not installed; the message names the extra that installs it."""
+
+    status = 501
