@@ -190,6 +190,30 @@ def test_a_seed_or_setting_that_contradicts_the_trainer_state_is_refused(olmo_ru
         OlmoReplay.attach(edited, work_dir=tmp_path / "w")
 
 
+@pytest.mark.parametrize(
+    ("edit", "error", "message"),
+    [
+        (lambda c: c["data_loader"].update(global_batch_size=128), StateMismatch, "the trainer state says the run takes 60 steps, its max_duration"),
+        (lambda c: c["trainer"]["max_duration"].update(value=3), StateMismatch, r"\(3 epochs\) gives 90 with 30 batches per epoch"),
+        (
+            lambda c: c["trainer"]["callbacks"].update(bs={"_CLASS_": "olmo_core.train.callbacks.BatchSizeSchedulerCallback"}),
+            InvalidPlan,
+            "trainer callback 'bs' \\(BatchSizeSchedulerCallback\\) changes batches during the run",
+        ),
+        (lambda c: c.update(dataset=[{"_CLASS_": "x.InstanceSourceConfig"}]), InvalidPlan, "composable pipeline"),
+    ],
+)
+def test_a_run_whose_steps_the_replay_cannot_follow_is_refused(olmo_run, tmp_path, edit, error, message):
+    edited = tmp_path / "step50"
+    shutil.copytree(olmo_run / "run" / "checkpoints" / "step50", edited, ignore=shutil.ignore_patterns("model_and_optim"))
+    config = json.loads((edited / "config.json").read_text())
+    edit(config)
+    (edited / "config.json").write_text(json.dumps(config))
+    with pytest.raises(error, match=message) as refused:
+        OlmoReplay.attach(edited, work_dir=tmp_path / "w")
+    _one_line(refused)
+
+
 def test_steps_ranks_and_world_sizes_outside_the_run_are_refused(replay):
     with pytest.raises(StepOutOfRange) as refused:
         replay.batch(60, 0)
@@ -214,3 +238,64 @@ def test_the_module_imports_without_olmo_core():
     done = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "False"
+
+
+def _iterate_olmo_core(dataset, *, ranks: int, seed: int, global_batch_size: int, epochs: int, work_dir: Path) -> dict:
+    """What OLMo-core's own data loader yields to each data-parallel rank (its dp_rank/dp_world_size arguments), epoch
+    after epoch, the way its trainer drives it (reshuffle before an epoch, reset after)."""
+    from olmo_core.data import DataCollator, NumpyDataLoaderBase
+
+    out = {}
+    for rank in range(ranks):
+        loader = NumpyDataLoaderBase.wrap_numpy_dataset(
+            dataset,
+            global_batch_size=global_batch_size,
+            collator=DataCollator(pad_token_id=dataset.pad_token_id, vocab_size=dataset.vocab_size),
+            work_dir=work_dir,
+            seed=seed,
+            dp_world_size=ranks,
+            dp_rank=rank,
+            fs_local_rank=0,
+        )
+        step = 0
+        for epoch in range(1, epochs + 1):
+            loader.reshuffle(epoch=epoch)
+            for batch in loader:
+                out[(step, rank)] = batch
+                step += 1
+            loader.reset()
+    return out
+
+
+def test_uint32_tokens_chunked_by_a_target_length_from_a_config_alone(tmp_path):
+    from olmo_core.data import NumpyDataLoaderConfig, NumpyFSLDatasetConfig, TokenizerConfig
+
+    corpus = write_corpus(tmp_path / "data", sizes=(1000, 900), dtype="uint32", vocab=70_000, seed=5)
+    config = NumpyFSLDatasetConfig(
+        paths=corpus.paths,
+        sequence_length=16,
+        max_target_sequence_length=32,
+        tokenizer=TokenizerConfig(vocab_size=70_000, eos_token_id=0, pad_token_id=1),
+        dtype="uint32",
+        work_dir=str(tmp_path / "olmo-work"),
+    )
+    loader = NumpyDataLoaderConfig(global_batch_size=64, seed=5)
+    expected = _iterate_olmo_core(config.build(), ranks=2, seed=5, global_batch_size=64, epochs=2, work_dir=tmp_path / "olmo-work")
+    checkpoint = tmp_path / "config.json"
+    experiment = {
+        "dataset": config.as_config_dict(),
+        "data_loader": loader.as_config_dict(),
+        "trainer": {"max_duration": {"value": 2, "unit": "epochs"}},
+    }
+    checkpoint.write_text(json.dumps(experiment))
+    with pytest.raises(InvalidPlan, match="no trainer state names the world size: give dp_world_size"):
+        OlmoReplay.attach(checkpoint, work_dir=tmp_path / "w").batch(0, 0)
+    replay = OlmoReplay.attach(checkpoint, work_dir=tmp_path / "w", dp_world_size=2)
+    assert replay.total_steps == len(expected) // 2 == 58 and replay.checkpoint.state is None
+    assert int(np.max([b["input_ids"].max() for b in expected.values()])) > np.iinfo(np.uint16).max
+    for (step, rank), batch in expected.items():
+        got = replay.batch(step, rank)
+        assert _same(batch, got.batch) == [], (step, rank)
+        assert all(i.tokens.end - i.tokens.start == 16 and i.tokens.itemsize == 4 for i in got.instances)
+    # The target length makes OLMo-core shuffle pairs of neighbouring instances, which rank slicing splits across ranks.
+    assert all(torch.equal(expected[(s, 1)]["index"], expected[(s, 0)]["index"] + 1) for s in range(58))

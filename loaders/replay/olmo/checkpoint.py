@@ -141,7 +141,7 @@ def read_checkpoint(path: str | Path) -> OlmoCheckpoint:
         config = json.loads(raw)
     except ValueError as exc:
         raise CatalogCorrupt(f"{config_path} is not JSON: {exc}") from exc
-    if not isinstance(config, dict) or not isinstance(config.get("dataset"), dict) or not isinstance(config.get("data_loader"), dict):
+    if not isinstance(config, dict) or "dataset" not in config or not isinstance(config.get("data_loader"), dict):
         raise CatalogCorrupt(f"{config_path} has no 'dataset' and 'data_loader' sections (not an OLMo-core experiment config)")
     state = None
     if path.is_dir() and (folder / TRAIN_STATE).is_file():

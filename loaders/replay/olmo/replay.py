@@ -83,7 +83,6 @@ class OlmoReplay:
         settings.check_state(
             checkpoint,
             dataset=self.dataset,
-            seed=self.seed,
             batches_per_epoch=self.batches_per_epoch,
             global_batch_size=self.global_batch_size,
         )
@@ -223,6 +222,14 @@ class OlmoReplay:
                 self._loader(1, 0).reshuffle(epoch=epoch)
                 derived.stamp(path, np.uint32)
             self._ready.add(epoch)
+
+    def prepare(self, *, inverse: bool = False) -> int:
+        """Build (once) the global indices of every epoch the run reaches, and their inverses for :meth:`where` when
+        asked; returns the number of epochs. Lookups build what they need on first use without this."""
+        epochs = -(-self.total_steps // self.batches_per_epoch)
+        for epoch in range(1, epochs + 1):
+            self._inverse_of(epoch) if inverse else self._prepare_epoch(epoch)
+        return epochs
 
     # -- steps and ranks ---------------------------------------------------------------------------------------------------
     def check_step(self, step: int) -> None:
@@ -365,8 +372,7 @@ class OlmoReplay:
         if not 0 <= index < len(self.dataset):
             raise StepOutOfRange(f"instance {index} is outside the dataset: its instances are 0..{len(self.dataset) - 1}")
         out = []
-        epochs = -(-self.total_steps // self.batches_per_epoch)
-        for epoch in range(1, epochs + 1):
+        for epoch in range(1, -(-self.total_steps // self.batches_per_epoch) + 1):
             position = int(self._inverse_of(epoch)[index])
             if position >= self.instances_per_epoch:
                 continue

@@ -81,6 +81,8 @@ def dataset_config(checkpoint: OlmoCheckpoint, options: ReplayOptions, work_dir:
     """The checkpoint's dataset config, decoded by OLMo-core, with its files mapped and the replay's working directory."""
     from olmo_core.data import NumpyFSLDatasetConfig
 
+    if not isinstance(checkpoint.config["dataset"], dict):
+        raise InvalidPlan(f"{checkpoint.where}: the dataset is a list of instance sources (OLMo-core's composable pipeline), not replayed")
     section = copy.deepcopy(checkpoint.config["dataset"])
     name = class_name(section)
     if name not in SUPPORTED:
@@ -179,16 +181,14 @@ def total_steps(checkpoint: OlmoCheckpoint, *, batches_per_epoch: int, global_ba
     return steps
 
 
-def check_state(checkpoint: OlmoCheckpoint, *, dataset: Any, seed: int, batches_per_epoch: int, global_batch_size: int) -> None:
-    """Refuse, naming the setting, whatever in the trainer state contradicts the dataset and seed the replay uses."""
+def check_state(checkpoint: OlmoCheckpoint, *, dataset: Any, batches_per_epoch: int, global_batch_size: int) -> None:
+    """Refuse, naming the setting, whatever in the trainer state contradicts the dataset the replay built."""
     state: TrainerState | None = checkpoint.state
     if state is None:
         return
     where = f"{checkpoint.where} (train/rank0.pt)"
     if state.dataset_type != "fsl":
         raise StateMismatch(f"{where}: the data loader state is of a {state.dataset_type!r} dataset, the config's is fixed-length ('fsl')")
-    if state.seed != seed:
-        raise StateMismatch(f"{where}: data seed {seed} contradicts the trainer state's seed {state.seed}")
     for name in ("sequence_length", "max_target_sequence_length"):
         stored, ours = getattr(state, name), getattr(dataset, name)
         if stored != ours:
