@@ -113,10 +113,19 @@ def test_an_instance_is_read_for_rendering_with_its_provenance(replay, truth):
     assert json.dumps(instance.to_json())
 
 
+def test_documents_carry_the_dolma_ids_of_the_file_that_has_metadata(replay):
+    pinned = {(Path(p.path).name, p.role) for p in replay.files()}
+    assert ("part-00.csv.gz", "metadata") in pinned and ("part-01.csv.gz", "metadata") not in pinned
+    for index in range(len(replay.dataset)):
+        for piece in replay.instance(index).documents:
+            named = piece.file == 0 and piece.terminated
+            assert (piece.id, piece.src) == ((f"part-00-doc{piece.number}", "s3://raw/part-00.jsonl.gz") if named else (None, None))
+
+
 def test_reopened_from_its_description_without_hashing_again(replay, truth):
     again = OlmoReplay.from_json(json.loads(json.dumps(replay.to_json())), work_dir=replay.work_dir)
     assert [p.checksum for p in again.files()] == [p.checksum for p in replay.files()]
-    assert [p.role for p in again.files()] == ["tokens"] * 3 + ["label_mask"] * 3
+    assert [p.role for p in again.files()] == ["tokens"] * 3 + ["label_mask"] * 3 + ["metadata"]
     assert _same(truth[(40, 1)], again.batch(39, 1).batch) == []
 
 
@@ -193,7 +202,11 @@ def test_a_seed_or_setting_that_contradicts_the_trainer_state_is_refused(olmo_ru
 @pytest.mark.parametrize(
     ("edit", "error", "message"),
     [
-        (lambda c: c["data_loader"].update(global_batch_size=128), StateMismatch, "the trainer state says the run takes 60 steps, its max_duration"),
+        (
+            lambda c: c["data_loader"].update(global_batch_size=128),
+            StateMismatch,
+            "the trainer state says the run takes 60 steps, its max_duration",
+        ),
         (lambda c: c["trainer"]["max_duration"].update(value=3), StateMismatch, r"\(3 epochs\) gives 90 with 30 batches per epoch"),
         (
             lambda c: c["trainer"]["callbacks"].update(bs={"_CLASS_": "olmo_core.train.callbacks.BatchSizeSchedulerCallback"}),

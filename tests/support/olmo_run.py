@@ -8,6 +8,7 @@ received at each step.
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
 import subprocess
@@ -66,7 +67,8 @@ class Corpus:
 def write_corpus(
     folder: Path, *, sizes: tuple[int, ...] = (700, 613, 655), dtype: str = "uint16", vocab: int = VOCAB, seed: int = 3
 ) -> Corpus:
-    """One token file per size (tokens), each with a label mask masking every document's first token."""
+    """One token file per size (tokens), each with a label mask masking every document's first token; the first file
+    also has the Dolma toolkit's metadata beside it (``part-00.csv.gz``: ``start,end,id,src,loc`` per document)."""
     folder.mkdir(parents=True, exist_ok=True)
     rng = np.random.default_rng(seed)
     paths, masks = [], []
@@ -77,6 +79,10 @@ def write_corpus(
         starts = np.concatenate([[0], np.flatnonzero(tokens == EOS)[:-1] + 1])
         mask = np.ones(len(tokens), dtype=np.bool_)
         mask[starts] = False
+        if number == 0:
+            ends = np.flatnonzero(tokens == EOS) + 1
+            rows = [f"{a},{b},part-00-doc{k},s3://raw/part-00.jsonl.gz,{k}\n" for k, (a, b) in enumerate(zip([0, *ends[:-1]], ends))]
+            (folder / "part-00.csv.gz").write_bytes(gzip.compress("".join(rows).encode()))
         mask_path = folder / f"part-{number:02d}.mask.npy"
         memmap = np.memmap(mask_path, dtype=np.bool_, mode="w+", shape=mask.shape)
         memmap[:] = mask

@@ -29,13 +29,13 @@ from typing import Any
 
 import numpy as np
 
-from ...errors import ChecksumMismatch, InvalidPlan, RankOutOfRange, StateMismatch, StepOutOfRange
+from ...errors import InvalidPlan, RankOutOfRange, StateMismatch, StepOutOfRange
 from . import derived, settings
 from .checkpoint import OlmoCheckpoint, TrainerState, read_checkpoint
-from .documents import document_ends, pieces
 from .framework import installed_version, olmo_core
-from .model import Instance, Placement, RankBatch, TokenRange
-from .pins import PinnedFile, PinnedReader, pin_file
+from .model import Instance, Placement, RankBatch
+from .pins import PinnedFile, PinnedReader
+from .provenance import Provenance, open_pins, pin_files
 from .settings import ReplayOptions
 
 FORMAT = 1
@@ -71,7 +71,6 @@ class OlmoReplay:
         self._loaders: dict[tuple[int, int], Any] = {}
         self._ready: set[int] = set()
         self._inverse: dict[int, np.ndarray] = {}
-        self._ends: dict[int, np.ndarray] = {}
         first = self._loader(1, 0)
         self.batches_per_epoch = int(first.total_batches)
         self.instances_per_epoch = int(first.total_size)
@@ -90,10 +89,11 @@ class OlmoReplay:
         if self.dp_world_size is not None:
             self._loader(self.dp_world_size, 0)  # a world size the loader cannot split is refused now
         self.paths = tuple(str(p) for p in self.dataset.paths)
-        self.label_mask_paths = tuple(str(p) for p in (self.dataset._label_mask_paths or ()))
-        self.offsets = np.asarray(self.dataset.offsets, dtype=np.int64).reshape(-1, 2)
-        self.pins = pins if pins is not None else self._pin()
-        self._readers = self._open_pins()
+        masks = tuple(str(p) for p in (self.dataset._label_mask_paths or ()))
+        store = str(self.work_dir / "pins")
+        self.pins = pins if pins is not None else pin_files(self.paths, masks, store=store)
+        readers = open_pins(self.pins, self.paths, masks, store=store, where=checkpoint.where)
+        self.provenance = Provenance(self.dataset, readers=readers, work_dir=self.work_dir)
 
     # -- attaching and reopening ----------------------------------------------------------------------------------------
     @classmethod
@@ -150,26 +150,8 @@ class OlmoReplay:
         """Write :meth:`to_json` to ``path``."""
         Path(path).write_text(json.dumps(self.to_json(), indent=1))
 
-    def _wanted(self) -> list[tuple[str, str]]:
-        return [(p, "tokens") for p in self.paths] + [(p, "label_mask") for p in self.label_mask_paths]
-
-    def _pin(self) -> tuple[PinnedFile, ...]:
-        store = str(self.work_dir / "pins")
-        return tuple(pin_file(path, role=role, store=store) for path, role in self._wanted())
-
-    def _open_pins(self) -> dict[str, PinnedReader]:
-        pinned = {(pin.path, pin.role): pin for pin in self.pins}
-        readers = {}
-        for path, role in self._wanted():
-            if (path, role) not in pinned:
-                raise ChecksumMismatch(
-                    f"{self.checkpoint.where}: {role} file {path} of the dataset was not pinned when the run was attached"
-                )
-            readers[path] = PinnedReader(pinned[(path, role)], store=str(self.work_dir / "pins"))
-        return readers
-
     def files(self) -> tuple[PinnedFile, ...]:
-        """Every file the replay reads, with its size and checksum (token files first, then label masks)."""
+        """Every file the replay reads, with its size and checksum: token files, label masks, Dolma metadata files."""
         return self.pins
 
     # -- OLMo-core's loader and its global indices ----------------------------------------------------------------------
@@ -266,7 +248,7 @@ class OlmoReplay:
         """The instances ``rank`` consumed at ``step``, in order, with their token ranges and documents (nothing read)."""
         world = self._world(rank, dp_world_size)
         _, _, indices = self._slots(step, rank, world)
-        return tuple(self._place(int(i)) for i in indices)
+        return tuple(self.provenance.place(int(i)) for i in indices)
 
     def batch(self, step: int, rank: int = 0, *, dp_world_size: int | None = None) -> RankBatch:
         """What ``rank`` consumed at ``step``: OLMo-core's batch for it, and each instance checked against its pinned bytes."""
@@ -281,7 +263,7 @@ class OlmoReplay:
             raise StateMismatch(
                 f"OLMo-core {self.olmo_core_version} gave instances {got.tolist()} for step {step} rank {rank}, its global indices {indices.tolist()}"
             )
-        instances = tuple(self._checked(int(i), row, batch) for row, i in enumerate(indices))
+        instances = tuple(self.provenance.checked(int(i), row, batch) for row, i in enumerate(indices))
         return RankBatch(step, step + 1, epoch, batch_in_epoch, rank, world, instances, batch)
 
     def instance(self, index: int) -> Instance:
@@ -290,62 +272,7 @@ class OlmoReplay:
             raise StepOutOfRange(f"instance {index} is outside the dataset: its instances are 0..{len(self.dataset) - 1}")
         loader = self._loader(1, 0)
         item = loader._get_dataset_item(index)
-        return self._checked(index, None, loader.collator([item]))
-
-    # -- provenance and checks -----------------------------------------------------------------------------------------
-    def _place(self, index: int) -> Instance:
-        file = int(np.searchsorted(self.offsets[:, 1], index, side="right"))
-        local = index - int(self.offsets[file, 0])
-        start = local * self.sequence_length
-        tokens = TokenRange(file, self.paths[file], start, start + self.sequence_length, self.itemsize)
-        ends = self._document_ends(file)
-        return Instance(index, tokens, pieces(ends, file, tokens.start, tokens.end, file_size=self._tokens_in(file)))
-
-    def _tokens_in(self, file: int) -> int:
-        return self._readers[self.paths[file]].pin.size // self.itemsize
-
-    def _document_ends(self, file: int) -> np.ndarray:
-        ends = self._ends.get(file)
-        if ends is None:
-            pin = self._readers[self.paths[file]].pin
-            cache = self.work_dir / "documents" / f"{pin.checksum[7:39]}.ends.npy"
-            ends = document_ends(
-                self.paths[file],
-                cache=cache,
-                eos_token_id=self.dataset.eos_token_id,
-                bos_token_id=self.dataset.bos_token_id,
-                dtype=self.dataset.dtype,
-            )
-            self._ends[file] = ends
-        return ends
-
-    def _checked(self, index: int, row: int | None, batch: dict[str, Any]) -> Instance:
-        placed = self._place(index)
-        k = 0 if row is None else row
-        input_ids = batch["input_ids"][k].numpy()
-        start, end = placed.tokens.byte_range
-        pinned = np.frombuffer(self._readers[placed.tokens.path].read(start, end - start), dtype=self.dataset.dtype)
-        if not np.array_equal(pinned.astype(np.int64), input_ids):
-            raise ChecksumMismatch(
-                f"OLMo-core read instance {index} from {placed.tokens.path} tokens {placed.tokens.start}-{placed.tokens.end} differently from its pinned bytes"
-            )
-        fields: dict[str, Any] = {}
-        if "label_mask" in batch:
-            mask_path = self.label_mask_paths[placed.tokens.file]
-            pinned_mask = np.frombuffer(self._readers[mask_path].read(placed.tokens.start, self.sequence_length), dtype=np.bool_)
-            fields["label_mask"] = batch["label_mask"][k].numpy()
-            if not np.array_equal(pinned_mask, fields["label_mask"]):
-                raise ChecksumMismatch(
-                    f"OLMo-core read the label mask of instance {index} from {mask_path} differently from its pinned bytes"
-                )
-        if "instance_mask" in batch:
-            fields["instance_mask"] = bool(batch["instance_mask"][k])
-        if "doc_lens" in batch:
-            lens = batch["doc_lens"][k].numpy()
-            fields["doc_lens"] = tuple(int(n) for n in lens[lens > 0])
-        if "metadata" in batch:
-            fields["metadata"] = batch["metadata"][k]
-        return Instance(index, placed.tokens, placed.documents, input_ids, fields)
+        return self.provenance.checked(index, 0, loader.collator([item]))
 
     # -- the inverse: where an instance was read -------------------------------------------------------------------------
     def _inverse_of(self, epoch: int) -> np.ndarray:
@@ -384,11 +311,4 @@ class OlmoReplay:
 
     def instance_at(self, path: str, token: int) -> int | None:
         """The instance holding token ``token`` of the token file ``path``; None for the tail of a file no instance holds."""
-        if path not in self.paths:
-            raise InvalidPlan(f"{path} is not one of the run's token files")
-        file = self.paths.index(path)
-        if not 0 <= token < self._tokens_in(file):
-            raise InvalidPlan(f"token {token} is outside {path} ({self._tokens_in(file)} tokens)")
-        local = token // self.sequence_length
-        start, end = (int(x) for x in self.offsets[file])
-        return start + local if start + local < end else None
+        return self.provenance.instance_at(path, token)
