@@ -253,9 +253,10 @@ def test_the_module_imports_without_olmo_core():
     assert done.stdout.strip() == "False"
 
 
-def _iterate_olmo_core(dataset, *, ranks: int, seed: int, global_batch_size: int, epochs: int, work_dir: Path) -> dict:
-    """What OLMo-core's own data loader yields to each data-parallel rank (its dp_rank/dp_world_size arguments), epoch
-    after epoch, the way its trainer drives it (reshuffle before an epoch, reset after)."""
+def _iterate_olmo_core(dataset, *, ranks: int, seed: int, global_batch_size: int, epochs: int, work_dir: Path, workers: int) -> dict:
+    """What OLMo-core's own data loader yields to each data-parallel rank (its dp_rank/dp_world_size arguments, and
+    ``workers`` data-loading worker processes), epoch after epoch, the way its trainer drives it (reshuffle before an
+    epoch, reset after)."""
     from olmo_core.data import DataCollator, NumpyDataLoaderBase
 
     out = {}
@@ -269,6 +270,7 @@ def _iterate_olmo_core(dataset, *, ranks: int, seed: int, global_batch_size: int
             dp_world_size=ranks,
             dp_rank=rank,
             fs_local_rank=0,
+            num_workers=workers,
         )
         step = 0
         for epoch in range(1, epochs + 1):
@@ -280,7 +282,7 @@ def _iterate_olmo_core(dataset, *, ranks: int, seed: int, global_batch_size: int
     return out
 
 
-def test_uint32_tokens_chunked_by_a_target_length_from_a_config_alone(tmp_path):
+def test_uint32_tokens_chunked_by_a_target_length_read_by_two_workers_from_a_config_alone(tmp_path):
     from olmo_core.data import NumpyDataLoaderConfig, NumpyFSLDatasetConfig, TokenizerConfig
 
     corpus = write_corpus(tmp_path / "data", sizes=(1000, 900), dtype="uint32", vocab=70_000, seed=5)
@@ -293,7 +295,9 @@ def test_uint32_tokens_chunked_by_a_target_length_from_a_config_alone(tmp_path):
         work_dir=str(tmp_path / "olmo-work"),
     )
     loader = NumpyDataLoaderConfig(global_batch_size=64, seed=5)
-    expected = _iterate_olmo_core(config.build(), ranks=2, seed=5, global_batch_size=64, epochs=2, work_dir=tmp_path / "olmo-work")
+    expected = _iterate_olmo_core(
+        config.build(), ranks=2, seed=5, global_batch_size=64, epochs=2, work_dir=tmp_path / "olmo-work", workers=2
+    )
     checkpoint = tmp_path / "config.json"
     experiment = {
         "dataset": config.as_config_dict(),

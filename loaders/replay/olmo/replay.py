@@ -15,9 +15,29 @@ file by checksum. From then on:
 Each epoch's global indices are built once, by OLMo-core (a permutation of the dataset's instances seeded with
 ``seed + epoch``), into the replay's working directory and memory-mapped, so a lookup costs the same at any step.
 
->>> replay = OlmoReplay.attach("ckpt/step1000", work_dir="replays/run1")   # doctest: +SKIP
->>> batch = replay.batch(999, rank=1)                                      # doctest: +SKIP
->>> batch.instances[0].tokens.path, batch.instances[0].documents[0].number  # doctest: +SKIP
+A run of one token file (40 tokens: documents of 10 ending with EOS 0), sequence length 8, global batch 2 instances
+over 2 data-parallel ranks, 2 epochs, described by a ``config.json`` alone (a checkpoint directory adds the trainer
+state that attaching checks):
+
+>>> import json, tempfile, pathlib
+>>> folder = pathlib.Path(tempfile.mkdtemp())
+>>> (np.arange(40, dtype=np.uint16) % 10).tofile(folder / "part-0.npy")
+>>> _ = (folder / "config.json").write_text(json.dumps({
+...     "dataset": {"_CLASS_": "olmo_core.data.numpy_dataset.NumpyFSLDatasetConfig", "paths": [str(folder / "part-0.npy")],
+...                 "sequence_length": 8, "dtype": "uint16", "tokenizer": {"vocab_size": 10, "eos_token_id": 9, "pad_token_id": 0}},
+...     "data_loader": {"_CLASS_": "olmo_core.data.data_loader.NumpyDataLoaderConfig", "global_batch_size": 16, "seed": 3},
+...     "trainer": {"max_duration": {"value": 2, "unit": "epochs"}}}))
+>>> replay = OlmoReplay.attach(folder / "config.json", work_dir=folder / "work", dp_world_size=2)
+>>> replay.total_steps, replay.batches_per_epoch, len(replay.dataset)
+(4, 2, 5)
+>>> [(i.index, i.tokens.start, i.input_ids.tolist()) for i in replay.batch(3, rank=1).instances]
+[(2, 16, [6, 7, 8, 9, 0, 1, 2, 3])]
+>>> [(p.number, p.piece_start, p.piece_end, p.complete) for p in replay.batch(3, rank=1).instances[0].documents]
+[(1, 16, 20, False), (2, 20, 24, False)]
+>>> [(p.step, p.rank, p.epoch) for p in replay.where(2)]
+[(0, 0, 1), (3, 1, 2)]
+>>> [(p.step, p.rank, p.epoch) for p in replay.where(0)]  # the instance epoch 2 dropped (5 make 2 batches of 2)
+[(1, 0, 1)]
 """
 
 from __future__ import annotations
@@ -108,6 +128,7 @@ class OlmoReplay:
     ) -> "OlmoReplay":
         """Read the checkpoint, check it against the files, pin every file (hashing each once) and return the replay."""
         options = ReplayOptions(path_map=tuple(tuple(p) for p in path_map), dp_world_size=dp_world_size, seed=seed)  # type: ignore[misc]
+        olmo_core()  # before the trainer state is unpickled with torch, which comes with OLMo-core
         return cls(read_checkpoint(checkpoint), options=options, work_dir=work_dir, pins=None)
 
     def to_json(self) -> dict[str, Any]:
