@@ -59,6 +59,7 @@ def _same(expected: dict, got: dict) -> list[str]:
 def test_every_rank_at_every_step_of_two_epochs_is_what_olmo_core_yielded(replay, truth):
     assert len(truth) == 60 * RANKS and {b["epoch"] for b in truth.values()} == {1, 2}
     assert (replay.total_steps, replay.batches_per_epoch, replay.dp_world_size, replay.seed) == (60, 30, 2, 17)
+    assert replay.fingerprint == replay.checkpoint.state.dataset_fingerprint
     for (trainer_step, rank), expected in sorted(truth.items()):
         got = replay.batch(trainer_step - 1, rank)
         assert (got.trainer_step, got.epoch) == (trainer_step, expected["epoch"])

@@ -171,6 +171,11 @@ class OlmoReplay:
         """Write :meth:`to_json` to ``path``."""
         Path(path).write_text(json.dumps(self.to_json(), indent=1))
 
+    @property
+    def fingerprint(self) -> str:
+        """OLMo-core's fingerprint of the dataset (class, settings, every token file's name and size)."""
+        return str(self.dataset.fingerprint)
+
     def files(self) -> tuple[PinnedFile, ...]:
         """Every file the replay reads, with its size and checksum: token files, label masks, Dolma metadata files."""
         return self.pins
