@@ -27,8 +27,17 @@ $(VENV)/.base: pyproject.toml setup.py
 # CPU torch and breaks every library that imports it when present (transformers, lightning); nothing here needs it.
 DROP_TORCHVISION := $(BIN)/python -m pip uninstall -y -q torchvision >/dev/null 2>&1 || true
 
+# pip install $(1), failing as pip fails, without pip's notes that cached-path and import-linter disagree about rich.
+PIP_QUIET_ABOUT_RICH = out=$$($(BIN)/python -m pip install -q --disable-pip-version-check $(1) 2>&1) || { echo "$$out"; exit 1; }; \
+	echo "$$out" | grep -v "dependency resolver\|requires rich\|which is incompatible\|^$$" || true
+
+# The framework extras are installed after the test tools: OLMo-core's cached-path pins rich below 14, which the
+# import linter (rich >= 14.2) cannot use, so rich is put back to the linter's range after the olmo extra
+# (cached-path only draws progress bars with it).
 $(VENV)/.test: $(VENV)/.base
 	@$(BIN)/python -m pip install -q --disable-pip-version-check -e '.[$(TEST_EXTRAS)]'
+	@$(call PIP_QUIET_ABOUT_RICH,-e '.[olmo]')
+	@$(call PIP_QUIET_ABOUT_RICH,'rich>=14.2')
 	@$(DROP_TORCHVISION)
 	@touch $@
 

@@ -163,3 +163,9 @@ class WhereUnsupported(ReplayError):
     """A run's read order cannot be inverted (where was a sample read); the message says why, in one line."""
 
     status = 422
+
+
+class MissingExtra(BatchscopeError, ImportError):
+    """An optional framework package is not installed; the message names the extra that installs it."""
+
+    status = 501
