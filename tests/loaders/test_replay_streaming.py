@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -176,6 +177,12 @@ def test_a_resumption_elsewhere_than_a_step_boundary_or_contradicting_the_run_is
         StreamingReplay(resumed(good, step=4))
     with pytest.raises(InvalidPlan, match=r"^launch 1 resumed in epoch 5, but the run has 2 epoch\(s\)$"):
         StreamingReplay(resumed(ResumeState(epoch=5, sample_in_epoch=0)))
+    other_nodes = _settings(folder, Launch(batch_size=4, ranks_per_node=2), Launch(batch_size=4, nodes=2, resume=ResumeState(0, 24, 1)))
+    with pytest.raises(
+        InvalidPlan,
+        match=r"^launch 1 runs on 2 node\(s\), launch 0 on 1, and num_canonical_nodes is not given: .* \(the state dict records it: 1\)$",
+    ):
+        StreamingReplay(other_nodes)
 
 
 def test_settings_name_their_bad_values_and_round_trip_through_json(folder):
@@ -184,13 +191,15 @@ def test_settings_name_their_bad_values_and_round_trip_through_json(folder):
     with pytest.raises(InvalidPlan, match=r"^launch batch_size=0 is out of range: must be an integer >= 1$"):
         Launch(batch_size=0)
     with pytest.raises(
-        InvalidPlan, match=r"^stream web: at most one of proportion, repeat, choose may be given \(got proportion, choose\)$"
+        InvalidPlan, match=r"^stream /.*/web: at most one of proportion, repeat, choose may be given \(got proportion, choose\)$"
     ):
         StreamSpec("web", proportion=0.5, choose=3)
     with pytest.raises(InvalidPlan, match=r"^launch 1 has no resume state"):
         _settings(folder, Launch(batch_size=4), Launch(batch_size=4))
     with pytest.raises(InvalidPlan, match=r"^the Streaming settings has unknown setting\(s\) shufle; known: "):
         StreamingSettings.from_json({**settings.to_json(), "shufle": True})
+    with pytest.raises(InvalidPlan, match=r"^a launch lacks the setting\(s\) batch_size$"):
+        Launch.from_json({"ranks_per_node": 2})
     with pytest.raises(
         InvalidPlan, match=r"^shuffle_algo='py9' is not one of mosaicml-streaming [\d.]+'s: py1br, py1e, py1s, py2s, naive$"
     ):
@@ -254,3 +263,19 @@ except Exception as exc:
         done.stdout.strip()
         == "StreamingUnavailable mosaicml-streaming is not installed: install the extra with pip install 'batchscope[streaming]'"
     )
+
+
+def test_the_adopt_guide_example_runs_as_it_is(tmp_path, monkeypatch, capsys):
+    from loaders.replay.streaming import demo_streams
+
+    doc = (ROOT / "docs" / "adopt.md").read_text()
+    example = re.search(r"```python\n(.*?)```", doc[doc.index("\n## MosaicML Streaming\n") :], re.S).group(1)
+    demo_streams(str(tmp_path / "data"), web=150, code=70)
+    state = {"epoch": 0, "sample_in_epoch": 120, "num_canonical_nodes": 4, "shuffle_seed": 9176, "initial_physical_nodes": 1}
+    (tmp_path / "state.json").write_text(json.dumps(state))
+    monkeypatch.chdir(tmp_path)
+    exec(compile(example, "docs/adopt.md", "exec"), {})
+    assert capsys.readouterr().out.splitlines()[0] == "38 10"
+    cached = sorted((tmp_path / "replay-cache").iterdir())
+    assert {p.stem for p in cached if p.suffix == ".npy"} == {p.stem for p in cached if p.suffix == ".json"}
+    assert {p.stem.rsplit("-", 1)[1] for p in cached} == {"order1", "inverse1"}

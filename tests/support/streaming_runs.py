@@ -131,16 +131,8 @@ def _variants(data: Path) -> dict[str, dict[str, Any]]:
 def _torchrun(nproc: int, jobs: list[dict[str, Any]], folder: Path) -> None:
     jobs_file = folder / f"jobs-{nproc}.json"
     jobs_file.write_text(json.dumps(jobs))
-    command = [
-        sys.executable,
-        "-m",
-        "torch.distributed.run",
-        f"--nproc_per_node={nproc}",
-        "--nnodes=1",
-        "--standalone",
-        str(SCRIPT),
-        str(jobs_file),
-    ]
+    launcher = ["-m", "torch.distributed.run", f"--nproc_per_node={nproc}", "--nnodes=1", "--standalone"]
+    command = [sys.executable, *launcher, str(SCRIPT), str(jobs_file)]
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
     done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=600, cwd=folder)
     if done.returncode != 0:

@@ -58,6 +58,12 @@ class Schedule:
         for number, launch in enumerate(settings.launches[1:], start=1):
             state = launch.resume
             assert state is not None  # settings validate it
+            if settings.num_canonical_nodes is None and launch.nodes != first.nodes:
+                raise InvalidPlan(
+                    f"launch {number} runs on {launch.nodes} node(s), launch 0 on {first.nodes}, and num_canonical_nodes is not given: "
+                    "Streaming then takes it from the state dict or from the new node count, depending on which its dataset "
+                    f"saw last, which the settings cannot say; give num_canonical_nodes (the state dict records it: {state.num_canonical_nodes})"
+                )
             for name, value, expected in (
                 ("num_canonical_nodes", state.num_canonical_nodes, canonical),
                 ("shuffle_seed", state.shuffle_seed, settings.shuffle_seed),

@@ -17,7 +17,8 @@ True
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, fields
+import os
+from dataclasses import MISSING, asdict, dataclass, fields
 from typing import Any, Mapping
 
 from ...errors import InvalidPlan
@@ -40,15 +41,19 @@ def _known(what: str, data: Mapping[str, Any], cls: type) -> dict[str, Any]:
     unknown = sorted(set(data) - names)
     if unknown:
         raise InvalidPlan(f"{what} has unknown setting(s) {', '.join(unknown)}; known: {', '.join(sorted(names))}")
+    missing = [f.name for f in fields(cls) if f.default is MISSING and f.default_factory is MISSING and f.name not in data]
+    if missing:
+        raise InvalidPlan(f"{what} lacks the setting(s) {', '.join(missing)}")
     return dict(data)
 
 
 @dataclass(frozen=True)
 class StreamSpec:
     """One ``streaming.Stream``: the local folder holding its ``index.json`` and shards (``local``/``split`` as given to
-    Streaming), and at most one of ``proportion``, ``repeat`` or ``choose``.
+    Streaming; ``local`` is made absolute, so stored settings do not depend on the working directory), and at most one
+    of ``proportion``, ``repeat`` or ``choose``.
 
-    >>> StreamSpec("data/web", repeat=2.0).repeat
+    >>> StreamSpec("/data/web", repeat=2.0).repeat
     2.0
     """
 
@@ -61,6 +66,7 @@ class StreamSpec:
     def __post_init__(self) -> None:
         if not isinstance(self.local, str) or not self.local:
             raise InvalidPlan(f"stream local={self.local!r} must name the folder that holds the stream's index.json")
+        object.__setattr__(self, "local", os.path.abspath(self.local))
         if not isinstance(self.split, str):
             raise InvalidPlan(f"stream {self.local}: split={self.split!r} must be a string")
         given = [name for name in ("proportion", "repeat", "choose") if getattr(self, name) is not None]

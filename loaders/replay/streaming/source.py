@@ -226,18 +226,18 @@ class DatasetView:
         self._lib = lib
         self.streams = streams.streams
         self.num_streams = len(streams.streams)
-        self.shard_offset_per_stream = streams.shard_offset_per_stream
-        self.shards_per_stream = streams.shards_per_stream
-        self.samples_per_shard = streams.samples_per_shard
-        self.sample_offset_per_shard = streams.sample_offset_per_shard
-        self.epoch_size = streams.epoch_size
-        self.sampling_method = settings.sampling_method
-        self.sampling_granularity = settings.sampling_granularity
-        self.shuffle = settings.shuffle
-        self.shuffle_algo = settings.shuffle_algo
-        self.shuffle_seed = settings.shuffle_seed
-        self.partition_algo = settings.partition_algo
-        self.batching_method = settings.batching_method
+        for name in ("shard_offset_per_stream", "shards_per_stream", "samples_per_shard", "sample_offset_per_shard", "epoch_size"):
+            setattr(self, name, getattr(streams, name))
+        for name in (
+            "sampling_method",
+            "sampling_granularity",
+            "shuffle",
+            "shuffle_algo",
+            "shuffle_seed",
+            "partition_algo",
+            "batching_method",
+        ):
+            setattr(self, name, getattr(settings, name))
         # As StreamingDataset.__init__ sets it: the seed changes each epoch only when shuffling with balanced sampling.
         self.epoch_seed_change = settings.shuffle and settings.sampling_method == "balanced"
         self.num_canonical_nodes = num_canonical_nodes
