@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from bench import bench_replay_streaming as bench
+from tests.support.streaming_runs import release_shared_memory
 
 pytestmark = pytest.mark.slow  # Streaming's own StreamingDataset and DataLoader run for real
 
@@ -16,6 +17,7 @@ def test_the_replay_and_streamings_resumption_reach_the_same_batch(tmp_path):
     step = 97
     replayed = bench.replay_reach(local=local, step=step, cache_dir=str(tmp_path / "cache"))
     resumed = bench.streaming_resume(local=local, step=step)
+    release_shared_memory([local])
     assert replayed["texts"] == resumed["texts"] and len(resumed["texts"]) == bench.BATCH
     looked = bench.lookups(local, str(tmp_path / "cache"), count=3)
     assert looked["total_steps"] == 1200 // bench.BATCH

@@ -18,7 +18,7 @@ import pytest
 from loaders.errors import ChecksumMismatch, InvalidPlan, RankOutOfRange, StepOutOfRange
 from loaders.replay.streaming import Launch, PinnedFile, ResumeState, StreamingReplay, StreamingSettings, StreamSpec
 from loaders.replay.streaming.library import installed_version
-from tests.support.streaming_runs import ROOT, sample_digest, write_stream
+from tests.support.streaming_runs import ROOT, release_shared_memory, sample_digest, write_stream
 
 
 @pytest.fixture()
@@ -67,6 +67,7 @@ def test_a_real_dataloader_with_workers_yields_what_the_replay_says(folder, case
     loader = torch.utils.data.DataLoader(dataset, batch_size=batch, num_workers=workers, collate_fn=list, **loader_options)
     real = [[(s["uid"], sample_digest(s)) for s in got] for _epoch in range(2) for got in loader]
     del loader, dataset
+    release_shared_memory([str(folder / "web"), str(folder / "code")])
 
     replay = StreamingReplay(_settings(folder, Launch(batch_size=batch, workers=workers), **dataset_options, **loader_options))
     replayed = [
@@ -138,6 +139,9 @@ def test_a_step_beyond_the_run_or_a_rank_beyond_its_world_is_refused(folder):
             replay.batch(step)
     with pytest.raises(RankOutOfRange, match=r"^rank 2 is not in step 0's world: it ran on 2 rank\(s\) \(0..1\)$"):
         replay.batch(0, 2)
+    assert replay.batch(0, 1, world_size=2) == replay.batch(0, 1)
+    with pytest.raises(InvalidPlan, match=r"^step 0 ran on 2 rank\(s\), not 4: a replayed run has only the worlds it ran on$"):
+        replay.batch(0, 1, world_size=4)
     capped = StreamingReplay(_settings(folder, max_steps=5))
     assert capped.total_steps == 5 and capped.batch(4) == replay.batch(4)
 

@@ -128,13 +128,42 @@ def _variants(data: Path) -> dict[str, dict[str, Any]]:
     }
 
 
+def release_shared_memory(folders: list[str]) -> list[str]:
+    """Unlink the shared memory Streaming registered for datasets over ``folders`` (left behind only when a process
+    died before its cleanup); other jobs' Streaming memory is left alone. Returns the names unlinked."""
+    from loaders.replay.streaming.library import import_streaming
+
+    import_streaming()
+    from streaming.base.constant import LOCALS, SHM_TO_CLEAN
+    from streaming.base.shared.prefix import _get_path, _unpack_locals
+
+    ours = {os.path.abspath(f) for f in folders}
+    shm = Path("/dev/shm")
+    released = []
+    for entry in sorted(shm.glob(f"*_{LOCALS}")) if shm.is_dir() else []:
+        try:
+            local_dirs, prefix = _unpack_locals(entry.read_bytes())
+        except (OSError, ValueError, UnicodeDecodeError):
+            continue
+        if ours & {os.path.abspath(d) for d in local_dirs}:
+            for name in SHM_TO_CLEAN:
+                path = shm / _get_path(prefix, name).lstrip("/")
+                if path.exists():
+                    path.unlink()
+                    released.append(path.name)
+    return released
+
+
 def _torchrun(nproc: int, jobs: list[dict[str, Any]], folder: Path) -> None:
     jobs_file = folder / f"jobs-{nproc}.json"
     jobs_file.write_text(json.dumps(jobs))
     launcher = ["-m", "torch.distributed.run", f"--nproc_per_node={nproc}", "--nnodes=1", "--standalone"]
     command = [sys.executable, *launcher, str(SCRIPT), str(jobs_file)]
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
-    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=600, cwd=folder)
+    try:
+        done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=600, cwd=folder)
+    finally:  # Streaming's shared memory of these datasets, had a process died before releasing it
+        release_shared_memory([s["local"] for job in jobs for s in job["streams"]])
     if done.returncode != 0:
         raise RuntimeError(f"torchrun --nproc_per_node={nproc} failed ({done.returncode}):\n{done.stdout[-3000:]}\n{done.stderr[-6000:]}")
 

@@ -207,10 +207,15 @@ class StreamingReplay:
         return self.data.columns()
 
     # -- batches --------------------------------------------------------------------------------------
-    def batch(self, step: int, rank: int = 0) -> list[ReplayedSample]:
-        """The samples ``rank`` consumed at ``step``, in the order its ``DataLoader`` yielded them."""
+    def batch(self, step: int, rank: int = 0, *, world_size: int | None = None) -> list[ReplayedSample]:
+        """The samples ``rank`` consumed at ``step``, in the order its ``DataLoader`` yielded them (``world_size``, when
+        given, must be the one the step ran on: a replayed run has no other)."""
         index, epoch, row = self.schedule.locate(step)
         launch = self.settings.launches[self.schedule.segments[index].launch]
+        if world_size is not None and world_size != launch.world_size:
+            raise InvalidPlan(
+                f"step {step} ran on {launch.world_size} rank(s), not {world_size}: a replayed run has only the worlds it ran on"
+            )
         if isinstance(rank, bool) or not isinstance(rank, (int, np.integer)) or not 0 <= rank < launch.world_size:
             raise RankOutOfRange(
                 f"rank {rank} is not in step {step}'s world: it ran on {launch.world_size} rank(s) (0..{launch.world_size - 1})"
