@@ -76,6 +76,48 @@ def test_a_real_dataloader_with_workers_yields_what_the_replay_says(folder, case
     assert replayed == real and len(real) > 10
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize("stop_in_epoch_1", [0, 5], ids=["at the end of epoch 0", "mid-epoch 1"])
+def test_a_real_resumption_from_a_state_dict_yields_what_the_replay_says(folder, stop_in_epoch_1):
+    import torch
+
+    from loaders.replay.streaming.library import import_streaming
+
+    import_streaming()
+    from streaming.base.dataset import StreamingDataset
+    from streaming.base.stream import Stream
+
+    options = {"shuffle": True, "num_canonical_nodes": 2, "shuffle_block_size": 16, "batch_size": 3}
+
+    def loader(workers: int) -> tuple:
+        streams = [Stream(local=str(folder / "web"), proportion=0.6), Stream(local=str(folder / "code"), proportion=0.4)]
+        dataset = StreamingDataset(streams=streams, **options)
+        return dataset, torch.utils.data.DataLoader(dataset, batch_size=3, num_workers=workers, collate_fn=list)
+
+    dataset, first = loader(2)
+    real = [[s["uid"] for s in got] for got in first]  # epoch 0
+    yielded = sum(map(len, real))  # what StreamingDataLoader counts (times the ranks: 1) for the state dict
+    if stop_in_epoch_1:  # epoch 1, stopped after that many batches
+        batches, yielded = iter(first), 0
+        for _ in range(stop_in_epoch_1):
+            real.append([s["uid"] for s in next(batches)])
+            yielded += len(real[-1])
+    state = dataset.state_dict(yielded, False)
+    del first, dataset
+    release_shared_memory([str(folder / "web"), str(folder / "code")])
+    dataset, second = loader(1)
+    dataset.load_state_dict(state)
+    real += [[s["uid"] for s in got] for _epoch in range(state["epoch"], 2) for got in second]
+    del second, dataset
+    release_shared_memory([str(folder / "web"), str(folder / "code")])
+
+    launches = (Launch(batch_size=3, workers=2), Launch(batch_size=3, workers=1, resume=ResumeState.from_state_dict(state)))
+    settings = _settings(folder, *launches, num_canonical_nodes=2, shuffle_block_size=16)
+    replay = StreamingReplay(settings)
+    assert replay.launches()[1].start_step == (22 + stop_in_epoch_1 if stop_in_epoch_1 else 22)
+    assert [[replay.decoded(s)["uid"] for s in replay.batch(step)] for step in range(replay.total_steps)] == real
+
+
 # -- pinned files --------------------------------------------------------------------------------------------
 def test_a_shard_changed_after_pinning_is_refused_in_one_line_naming_it(folder):
     settings = _settings(folder)

@@ -116,7 +116,8 @@ class Schedule:
         if epoch <= segment.first_epoch:
             return segment.start_step
         first = self.epoch_steps(index, segment.first_epoch)
-        return segment.start_step + first + (epoch - segment.first_epoch - 1) * self.epoch_steps(index, segment.first_epoch + 1)
+        full = epoch - segment.first_epoch - 1  # full epochs after the first (none: no other epoch is computed)
+        return segment.start_step + first + (full * self.epoch_steps(index, segment.first_epoch + 1) if full else 0)
 
     def _resume_step(self, segment: Segment, sample_in_epoch: int) -> int:
         """The step of the previous segment at which ``sample_in_epoch`` samples of ``segment.first_epoch`` were done."""
