@@ -44,7 +44,7 @@ def _hf() -> Any:
 
 
 def import_streaming() -> None:
-    """Make mosaicml-streaming's subpackages importable without running its package ``__init__`` files.
+    """Import mosaicml-streaming's package, or only make its subpackages importable when its ``__init__`` cannot run.
 
     Its ``__init__`` imports its vision datasets and so torchvision, whose PyPI wheel is built against CUDA torch and
     cannot load beside a CPU-only torch; the partition, shuffle and MDS writer code do not need it. The read path's

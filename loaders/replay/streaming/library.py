@@ -1,9 +1,10 @@
 """mosaicml-streaming's own code, imported only when a Streaming run is replayed (the ``batchscope[streaming]`` extra).
 
-Only the parts the replay calls are imported: batching (which calls the partitioning and shuffling functions),
-``StreamingDataset.resample_streams``, ``Stream`` (weights, index), the ``World`` and the shard readers. Streaming's
-package ``__init__`` files are not run: they import its vision datasets (and so torchvision, whose PyPI wheels are
-built for CUDA torch and cannot load beside a CPU-only torch) and ``transformers``, none of which the order needs.
+The replay calls batching (which calls the partitioning and shuffling functions), ``StreamingDataset.resample_streams``,
+``Stream`` (weights, index), the ``World`` and the shard readers. Streaming's package is imported whole when it can be;
+its ``__init__`` also imports its vision datasets, and so torchvision, whose PyPI wheels are built for CUDA torch and
+cannot load beside a CPU-only torch: then the package is registered without running its ``__init__`` and the parts
+above import on their own (none of them needs torchvision).
 
 >>> missing_line("mosaicml-streaming")
 "mosaicml-streaming is not installed: install the extra with pip install 'batchscope[streaming]'"
@@ -50,7 +51,10 @@ def installed_version() -> str | None:
 
 def _bare_package(name: str, path: str) -> None:
     """Register package ``name`` (at ``path``) without running its ``__init__``, so its submodules import alone."""
+    parent, _, child = name.rpartition(".")
     if name in sys.modules:
+        if parent:
+            setattr(sys.modules[parent], child, sys.modules[name])
         return
     spec = importlib.machinery.ModuleSpec(name, None, is_package=True)
     spec.submodule_search_locations = [path]
@@ -58,13 +62,13 @@ def _bare_package(name: str, path: str) -> None:
     module.__path__ = [path]
     module.__spec__ = spec
     sys.modules[name] = module
-    parent, _, child = name.rpartition(".")
     if parent:
         setattr(sys.modules[parent], child, module)
 
 
 def import_streaming() -> None:
-    """Make ``streaming.base.*`` importable without running ``streaming``'s and ``streaming.base``'s ``__init__``.
+    """Make ``streaming.base.*`` importable: import Streaming's package whole, or, when its ``__init__`` cannot run
+    here, register ``streaming`` and ``streaming.base`` without running theirs.
 
     A package already imported (by the training script itself, say) is left as it is.
     """
@@ -76,8 +80,13 @@ def import_streaming() -> None:
                 spec = None
             if spec is None or not spec.submodule_search_locations or installed_version() is None:
                 raise StreamingUnavailable(missing_line(DISTRIBUTION))
-            sys.modules.pop("streaming", None)
-            _bare_package("streaming", list(spec.submodule_search_locations)[0])
+            try:
+                if importlib.util.find_spec("torchvision") is None:
+                    raise ImportError("no torchvision")  # its __init__ would fail on its vision datasets
+                importlib.import_module("streaming")
+            except Exception:  # noqa: BLE001 - its vision datasets (torchvision) cannot load beside this torch
+                sys.modules.pop("streaming", None)
+                _bare_package("streaming", list(spec.submodule_search_locations)[0])
         root = list(sys.modules["streaming"].__path__)[0]
         _bare_package("streaming.base", os.path.join(root, "base"))
 
