@@ -145,6 +145,14 @@ def test_a_changed_index_or_a_missing_shard_is_refused_on_opening(folder):
     index.write_text(json.dumps(json.loads(index.read_text()), indent=1))
     with pytest.raises(ChecksumMismatch, match=rf"^{index}: changed since the run was attached"):
         StreamingReplay(settings, pins=pins)
+    moved = folder / "moved"
+    (folder / "web").rename(moved)
+    relocated = StreamingSettings.from_json(
+        {**settings.to_json(), "streams": [{"local": str(moved), "proportion": 0.6}, settings.streams[1].to_json()]}
+    )
+    with pytest.raises(ChecksumMismatch, match=rf"^{moved}/index.json: not among the files pinned when the run was attached"):
+        StreamingReplay(relocated, pins=pins)
+    moved.rename(folder / "web")
     (folder / "code" / "shard.00000.mds").unlink()
     with pytest.raises(ChecksumMismatch, match=r"^stream 1: shard file .*code/shard.00000.mds is missing$"):
         StreamingReplay(settings)

@@ -91,6 +91,7 @@ class StreamSet:
         self.shards: list[ShardRef] = []
         self.index_paths: list[str] = []
         shard_offsets, shard_counts, sample_counts = [], [], []
+        first = 0  # global sample id of the next shard's first sample
         for number, spec in enumerate(settings.streams):
             weight = {k: getattr(spec, k) for k in ("proportion", "repeat", "choose") if getattr(spec, k) is not None}
             stream = _stream_call(number, lambda: lib.Stream(local=spec.local, split=spec.split or None, **weight))
@@ -116,8 +117,8 @@ class StreamSet:
                     )
                     raise ChecksumMismatch(f"stream {number}: shard file {path} is missing{held}")
                 self._check_pin(path, full=False)
-                first = sum(sample_counts[:-1]) + sum(r.samples for r in readers[:local_shard])
-                self.shards.append(ShardRef(number, local_shard, path, int(reader.samples), int(first)))
+                self.shards.append(ShardRef(number, local_shard, path, int(reader.samples), first))
+                first += int(reader.samples)
             self.streams.append(stream)
             self.readers.extend(readers)
             self.index_paths.append(index)
@@ -141,9 +142,11 @@ class StreamSet:
         return out
 
     def _check_pin(self, path: str, *, full: bool) -> None:
-        pin = self.pins.get(path)
-        if pin is None or path in self._checked:
+        if not self.pins or path in self._checked:
             return
+        pin = self.pins.get(path)
+        if pin is None:
+            raise ChecksumMismatch(f"{path}: not among the files pinned when the run was attached (its streams moved or changed)")
         try:
             size = os.path.getsize(path)
         except OSError:
