@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from loaders.errors import ChecksumMismatch, InvalidPlan, RankOutOfRange, StepOutOfRange
-from loaders.replay.streaming import Launch, PinnedFile, ResumeState, StreamingReplay, StreamingSettings, StreamSpec
+from loaders.replay.streaming import Launch, PinnedFile, ReplayFileChanged, ResumeState, StreamingReplay, StreamingSettings, StreamSpec
 from loaders.replay.streaming.library import installed_version
 from tests.support.streaming_runs import ROOT, release_shared_memory, sample_digest, write_stream
 
@@ -129,11 +129,12 @@ def test_a_shard_changed_after_pinning_is_refused_in_one_line_naming_it(folder):
     Path(shard).write_bytes(bytes(data))
     replay = StreamingReplay(settings, pins=pins)  # the order needs only the index: it opens
     victim = next(s for step in range(replay.total_steps) for s in replay.batch(step) if s.shard_file == shard)
-    with pytest.raises(ChecksumMismatch, match=rf"^{shard}: changed since the run was attached \(sha256 \w+…, pinned \w+…\)$"):
+    with pytest.raises(ReplayFileChanged, match=rf"^{shard}: changed since the run was attached \(sha256 \w+…, pinned \w+…\)$") as refused:
         replay.record(victim)
+    assert isinstance(refused.value, ChecksumMismatch) and refused.value.status == 409  # a 4xx page, not a server error
     Path(shard).write_bytes(bytes(data[:-1]))  # and truncated: refused on opening
     with pytest.raises(
-        ChecksumMismatch, match=rf"^{shard}: changed since the run was attached \({len(data) - 1} bytes, pinned {len(data)}\)$"
+        ReplayFileChanged, match=rf"^{shard}: changed since the run was attached \({len(data) - 1} bytes, pinned {len(data)}\)$"
     ):
         StreamingReplay(settings, pins=pins)
 
@@ -143,20 +144,20 @@ def test_a_changed_index_or_a_missing_shard_is_refused_on_opening(folder):
     pins = StreamingReplay(settings).pin()
     index = folder / "web" / "index.json"
     index.write_text(json.dumps(json.loads(index.read_text()), indent=1))
-    with pytest.raises(ChecksumMismatch, match=rf"^{index}: changed since the run was attached"):
+    with pytest.raises(ReplayFileChanged, match=rf"^{index}: changed since the run was attached"):
         StreamingReplay(settings, pins=pins)
     moved = folder / "moved"
     (folder / "web").rename(moved)
     relocated = StreamingSettings.from_json(
         {**settings.to_json(), "streams": [{"local": str(moved), "proportion": 0.6}, settings.streams[1].to_json()]}
     )
-    with pytest.raises(ChecksumMismatch, match=rf"^{moved}/index.json: not among the files pinned when the run was attached"):
+    with pytest.raises(ReplayFileChanged, match=rf"^{moved}/index.json: not among the files pinned when the run was attached"):
         StreamingReplay(relocated, pins=pins)
     moved.rename(folder / "web")
     (folder / "code" / "shard.00000.mds").unlink()
-    with pytest.raises(ChecksumMismatch, match=r"^stream 1: shard file .*code/shard.00000.mds is missing$"):
+    with pytest.raises(ReplayFileChanged, match=r"^stream 1: shard file .*code/shard.00000.mds is missing$"):
         StreamingReplay(settings)
-    with pytest.raises(ChecksumMismatch, match=r"^stream 0: .*nowhere/index.json is missing"):
+    with pytest.raises(ReplayFileChanged, match=r"^stream 0: .*nowhere/index.json is missing"):
         StreamingReplay(StreamingSettings(streams=(StreamSpec(str(folder / "nowhere")),), launches=(Launch(batch_size=2),), epochs=1))
 
 
@@ -170,7 +171,7 @@ def test_a_shard_kept_only_compressed_is_refused_naming_both_files(tmp_path):
         for number in range(5):
             writer.write({"text": f"row {number}"})
     settings = StreamingSettings(streams=(StreamSpec(str(tmp_path / "zipped")),), launches=(Launch(batch_size=2),), epochs=1)
-    with pytest.raises(ChecksumMismatch, match=r"shard.00000.mds is missing \(only its compressed form shard.00000.mds.zstd is there"):
+    with pytest.raises(ReplayFileChanged, match=r"shard.00000.mds is missing \(only its compressed form shard.00000.mds.zstd is there"):
         StreamingReplay(settings)
 
 

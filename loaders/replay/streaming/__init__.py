@@ -10,13 +10,14 @@ from .example import demo_streams
 from .library import StreamingUnavailable
 from .replay import STEP_MEANING, LaunchSpan, ReplayedSample, SamplePosition, StreamingReplay
 from .settings import Launch, ResumeState, StreamingSettings, StreamSpec
-from .source import PinnedFile
+from .source import PinnedFile, ReplayFileChanged
 
 __all__ = [
     "STEP_MEANING",
     "Launch",
     "LaunchSpan",
     "PinnedFile",
+    "ReplayFileChanged",
     "ReplayedSample",
     "ResumeState",
     "SamplePosition",

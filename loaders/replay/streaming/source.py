@@ -34,6 +34,15 @@ _STREAM_DEFAULTS = {
 }
 
 
+class ReplayFileChanged(ChecksumMismatch):
+    """A file a replayed run reads is missing, moved or changed since the run was attached (the message names it).
+
+    A request for such a run is refused (409) rather than answered from other bytes than the run read.
+    """
+
+    status = 409
+
+
 @dataclass(frozen=True)
 class PinnedFile:
     """One file a replayed run reads, as it was when pinned: path, size in bytes and SHA-256 of its content."""
@@ -98,7 +107,7 @@ class StreamSet:
             stream.apply_default(dict(_STREAM_DEFAULTS))
             index = os.path.join(spec.local, spec.split, INDEX)
             if not os.path.isfile(index):
-                raise ChecksumMismatch(f"stream {number}: {index} is missing (point the stream at the folder that holds its index.json)")
+                raise ReplayFileChanged(f"stream {number}: {index} is missing (point the stream at the folder that holds its index.json)")
             self._check_pin(index, full=True)
             readers = _stream_call(number, lambda: stream.get_shards(lib.World(1, 1, 1, 0), False))
             shard_offsets.append(len(self.readers))
@@ -115,7 +124,7 @@ class StreamSet:
                         if zipped and os.path.isfile(os.path.join(spec.local, spec.split, zipped))
                         else ""
                     )
-                    raise ChecksumMismatch(f"stream {number}: shard file {path} is missing{held}")
+                    raise ReplayFileChanged(f"stream {number}: shard file {path} is missing{held}")
                 self._check_pin(path, full=False)
                 self.shards.append(ShardRef(number, local_shard, path, int(reader.samples), first))
                 first += int(reader.samples)
@@ -146,17 +155,17 @@ class StreamSet:
             return
         pin = self.pins.get(path)
         if pin is None:
-            raise ChecksumMismatch(f"{path}: not among the files pinned when the run was attached (its streams moved or changed)")
+            raise ReplayFileChanged(f"{path}: not among the files pinned when the run was attached (its streams moved or changed)")
         try:
             size = os.path.getsize(path)
         except OSError:
-            raise ChecksumMismatch(f"{path}: missing (it was pinned when the run was attached)") from None
+            raise ReplayFileChanged(f"{path}: missing (it was pinned when the run was attached)") from None
         if size != pin.size:
-            raise ChecksumMismatch(f"{path}: changed since the run was attached ({size} bytes, pinned {pin.size})")
+            raise ReplayFileChanged(f"{path}: changed since the run was attached ({size} bytes, pinned {pin.size})")
         if full:
             found = file_sha256(path)
             if found != pin.sha256:
-                raise ChecksumMismatch(f"{path}: changed since the run was attached (sha256 {found[:16]}…, pinned {pin.sha256[:16]}…)")
+                raise ReplayFileChanged(f"{path}: changed since the run was attached (sha256 {found[:16]}…, pinned {pin.sha256[:16]}…)")
             self._checked.add(path)
 
     def check_shard(self, shard: int) -> None:
