@@ -1,7 +1,7 @@
 """The sampler: a run's order as pure arithmetic — the ``n``-th draw of stream ``k`` → (source, record, epoch), and back.
 
 Stream ``k`` owns positions ``[k·b, (k+1)·b)`` of every global batch (``b = global_batch_size / streams``), so its
-counter at step ``s`` and offset ``i`` is ``s·b + i``. Read format 3 maps counters to sources with per-step
+counter at step ``s`` and offset ``i`` is ``s·b + i``. Read formats 3 and 4 map counters to sources with per-step
 mixtures (:mod:`loaders.order.step_mixture`) and sources' draws to records with chunk-aligned stream parts
 (:mod:`loaders.order.lane_order`); formats 1 and 2 with one phase-shifted block pattern per stream
 (:mod:`loaders.order.mixture`) and equal parts (:mod:`loaders.order`). Nothing here reads data.
@@ -65,8 +65,10 @@ class Sampler:
             self.step_mixture = StepMixture.build(counts, int(cycle_steps), self.global_batch_size, self.streams)
             rates = self.step_mixture.rates
             aligned = packs_losslessly(plan, read_format)  # packed sequences are found by token counts per whole chunk
+            balanced = aligned and read_format >= 4  # parts cut by records, so streams that stop at epoch ends finish together
             self.lane_orders = [
-                LaneOrder(s.rows, s.chunk, tuple(rates[:, i].tolist()), window, seed, i, shuffle, aligned) for i, s in enumerate(sources)
+                LaneOrder(s.rows, s.chunk, tuple(rates[:, i].tolist()), window, seed, i, shuffle, aligned, balanced)
+                for i, s in enumerate(sources)
             ]
         else:  # read formats 1 and 2: one block pattern per stream, phase-shifted (exact over whole blocks only)
             self.mixture = Mixture.build(counts)
