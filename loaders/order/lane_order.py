@@ -1,4 +1,4 @@
-"""Read format 3's order of one source: chunk-aligned stream parts sized by each stream's draw rate.
+"""Read formats 3–4's order of one source: chunk-aligned stream parts sized by each stream's draw rate.
 
 As in :mod:`loaders.order`, a source of ``N`` records is cut into chunks
 (slots) of ``C`` consecutive records, laid out per epoch in a keyed random
@@ -76,7 +76,7 @@ def record_balanced_bounds(rates: Sequence[int], slot_records: np.ndarray) -> li
 
 @dataclass(frozen=True)
 class LaneOrder:
-    """The shuffled, streamed order of one source's records under read format 3."""
+    """The shuffled, streamed order of one source's records under read formats 3–4."""
 
     rows: int
     chunk: int

@@ -1,4 +1,4 @@
-"""Lossless packing (read format 3): concat-and-chunk of each stream's documents of each source.
+"""Lossless packing (read formats 3–4): concat-and-chunk of each stream's documents of each source.
 
 Stream ``k`` reads source ``s`` as the shuffled windows of its part of each
 epoch layout (see :mod:`loaders.order.lane_order`). Packing concatenates those

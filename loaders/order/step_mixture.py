@@ -1,4 +1,4 @@
-"""Per-step mixtures (read format 3): every global batch carries the weights, within one sample per source.
+"""Per-step mixtures (read formats 3–4): every global batch carries the weights, within one sample per source.
 
 Over a cycle of ``P`` steps the global batch has ``P·B`` positions, split among
 sources by largest-remainder apportionment of the weights: ``c_s`` each. A

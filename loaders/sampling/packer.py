@@ -3,7 +3,7 @@
 Two strategies. **Fixed blocks** (read formats 1–3, ``Pack(strategy="block")``): stream ``k``'s documents are cut
 into blocks of ``docs_per_block``, each packed into ``sequences_per_block`` sequences (tokens past the last one are
 dropped); packed blocks are kept in a small LRU, since consecutive steps read the same block. **Lossless
-concat-and-chunk** (read format 3's default): stream ``k``'s ``n``-th sequence of a source is found from the
+concat-and-chunk** (read formats 3–4's default): stream ``k``'s ``n``-th sequence of a source is found from the
 source's token counts per chunk (:mod:`loaders.sampling.concat_packing`).
 
 >>> packer.sample(step=3, position=5).inputs["doc_spans"][0]["key"]      # doctest: +SKIP

@@ -36,7 +36,7 @@ Drawn = tuple[np.ndarray, np.ndarray, np.ndarray]
 class Sampler:
     """Which ``(source, record, epoch)`` each stream's counters draw, for one run's plan and resolved sources.
 
-    ``counts`` and ``cycle_steps`` are the manifest's: the mixture counts per cycle (format 3) or per block.
+    ``counts`` and ``cycle_steps`` are the manifest's: the mixture counts per cycle (formats 3–4) or per block.
     Thread-safe; holds only the orders' small caches and the draws :meth:`prefetch_draws` computed ahead.
     """
 
@@ -84,7 +84,7 @@ class Sampler:
         self._tables: dict[tuple[int, int], np.ndarray] = {}
 
     def order(self, source: int) -> LaneOrder | SourceOrder:
-        """The order of ``source``'s records: its lane order (read format 3) or its source order."""
+        """The order of ``source``'s records: its lane order (read formats 3–4) or its source order."""
         return self.lane_orders[source] if self.step_mixture is not None else self.orders[source]
 
     # -- positions of the global batch -----------------------------------------------------
@@ -183,7 +183,7 @@ class Sampler:
         return blocks * mixture.block + int(table[rest]) - self._phase[stream]
 
     def drawn_before(self, stream: int, source: int, counters: int) -> int:
-        """How many of ``stream``'s counters ``[0, counters)`` draw from ``source`` (read format 3: rounded up to whole
+        """How many of ``stream``'s counters ``[0, counters)`` draw from ``source`` (read formats 3–4: rounded up to whole
         steps, an upper bound mid-step)."""
         if self.step_mixture is not None:
             return int(self.step_mixture.draws_before(stream, -(-counters // self.width))[source])

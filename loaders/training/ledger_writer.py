@@ -18,7 +18,7 @@ import json
 import os
 import threading
 import time
-from typing import Any
+from typing import Any, BinaryIO
 
 from .. import storage
 from ..sampling.batch import Batch
@@ -52,6 +52,7 @@ class LedgerWriter:
         self._tail_checked = False
         self._unsynced = False  # lines written to the file since the last fsync
         self._directory_synced = False
+        self._out: BinaryIO | None = None
 
     # -- records ------------------------------------------------------------------------------
     def record(self, batch: Batch, *, fetched: bool = False) -> None:
@@ -120,38 +121,53 @@ class LedgerWriter:
             for line in lines:
                 storage.append_line(path, line)
             return
-        directory = os.path.dirname(path)
-        os.makedirs(directory, exist_ok=True)
-        with open(path, "a+b") as out:
-            if not self._tail_checked:
-                self._tail_checked = True
-                if out.seek(0, os.SEEK_END) > 0:
-                    out.seek(-1, os.SEEK_END)
-                    if out.read(1) != b"\n":  # a line torn by a crash: end it and say so, rather than glue ours to it
-                        lines = [self._torn_marker(), *lines]
-                        out.write(b"\n")
-            if lines:
-                out.write(("\n".join(lines) + "\n").encode("utf-8"))
-                out.flush()
-                self._unsynced = True
-            if sync:
-                os.fsync(out.fileno())
-                self._unsynced = False
-        if sync and not self._directory_synced:  # the file's own name is durable too (it may have just been created)
-            _fsync_directory(directory)
-            self._directory_synced = True
+        out = self._file(path)
+        if lines:
+            out.write(("\n".join(lines) + "\n").encode("utf-8"))
+            out.flush()
+            self._unsynced = True
+        if sync:
+            os.fsync(out.fileno())
+            self._unsynced = False
+            if not self._directory_synced:  # the file's own name is durable too (it may have just been created)
+                _fsync_directory(os.path.dirname(path))
+                self._directory_synced = True
+
+    def _file(self, path: str) -> BinaryIO:
+        """The ledger file, open for appending while this writer writes (opened again if it was removed meanwhile);
+        the first open ends a line a crash left torn, and says so."""
+        out = self._out
+        if out is not None and os.path.exists(path):
+            return out
+        if out is not None:
+            out.close()
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        self._out = out = open(path, "a+b")
+        if not self._tail_checked:
+            self._tail_checked = True
+            if out.seek(0, os.SEEK_END) > 0:
+                out.seek(-1, os.SEEK_END)
+                if out.read(1) != b"\n":  # a line torn by a crash: end it and say so, rather than glue ours to it
+                    out.write(b"\n" + self._torn_marker().encode("utf-8") + b"\n")
+        return out
 
     def _torn_marker(self) -> str:
         marker = {"t": "torn", "step": 0, "rank": self.rank, "world_size": self.world_size, "time": round(time.time(), 3)}
         return json.dumps(marker, separators=(",", ":"))
 
     def close(self) -> None:
-        """Stop the timer, write everything buffered and fsync it."""
+        """Stop the timer, write everything buffered, fsync it and close the file."""
         self._stop.set()
         if self._timer is not None:
             self._timer.join()
             self._timer = None
-        self.flush(sync=True)
+        try:
+            self.flush(sync=True)
+        finally:
+            with self._write_lock:
+                if self._out is not None:
+                    self._out.close()
+                    self._out = None
 
 
 def _fsync_directory(directory: str) -> None:

@@ -16,6 +16,7 @@ too (:class:`~loaders.training.ledger.LedgerProblem`).
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
 from dataclasses import dataclass
 from typing import Iterator, Protocol
@@ -107,7 +108,14 @@ class CheckedRun(Protocol):
 
 def _in_force(run: CheckedRun, entries: list[LedgerEntry]) -> list[LedgerEntry]:
     """The entries recorded under the world size in force at their step (others belong to superseded attempts)."""
-    return [e for e in entries if e.world_size == run.world_size_at(e.step)]
+    history = run.world_size_history()  # read once: a run may have millions of entries
+    starts = [span.start_step for span in history]
+
+    def in_force(step: int) -> int:
+        span = bisect.bisect_right(starts, step) - 1
+        return history[span].world_size if span >= 0 else 1
+
+    return [e for e in entries if e.world_size == in_force(e.step)]
 
 
 def trained_through(run: CheckedRun) -> int | None:

@@ -229,3 +229,20 @@ def test_one_draw_in_plain_integers_is_the_vectorized_draw(rows, chunk, rates, w
         if rate and draws:
             records, epochs = order.records(stream, np.asarray(draws))
             assert [order.record(stream, d) for d in draws] == list(zip(records.tolist(), epochs.tolist()))
+
+
+def test_row_weights_too_fine_for_an_exact_cycle_are_rounded_and_the_run_says_so(tmp_path):
+    catalog = Catalog(tmp_path / "catalog")
+    write_text_dataset(catalog, "big", 2050, row_group=500, shards=1)
+    write_text_dataset(catalog, "small", 2049, row_group=500, shards=1)
+    sources = [Source("big@v1"), Source("small@v1")]  # no weights: 2050/4099 of 256 is whole only every 4099 steps
+    run = catalog.create_run("rows", ReadPlan(sources, seed=1, global_batch_size=256, steps=4))
+    resolved = run.manifest["resolved"]
+    assert resolved["mixture_exact"] is False and resolved["cycle_steps"] == 4 and resolved["counts"] == apportion([2050, 2049], 1024)
+    weighted = [Source("big@v1", weight=2050), Source("small@v1", weight=2049)]
+    with pytest.raises(InvalidPlan, match=r"cannot be held exactly: .* only over 4099 steps \(1049344 positions"):
+        catalog.create_run("weighted", ReadPlan(weighted, seed=1, global_batch_size=256, steps=4))
+    exact = catalog.create_run(
+        "exact", ReadPlan([Source("big@v1", weight=2), Source("small@v1", weight=1)], seed=1, global_batch_size=256, steps=4)
+    )
+    assert exact.manifest["resolved"]["mixture_exact"] is True and exact.step_mixture.cycle == 3  # 2/3 × 256 × 3 is whole
