@@ -140,3 +140,7 @@ def test_run_page_shows_repeated_tokens_and_the_padding_after_each_streams_epoch
             assert waste.repeated_tokens == 0 and waste.after_epochs > 0
             shown = panel.select_one(".after-epochs").get_text()
             assert shown == count(waste.after_epochs, "all-padding sequence") + " after their stream's epochs"
+            last = run.total_steps - 1  # the last step holds such sequences: its pages show them as padding
+            assert any(s.inputs["padding"] == 9 for s in run.batch(last, 0, world_size=1).samples)
+            assert client.get(urls.step(run.name, last)).status_code == 200
+            assert client.get(urls.rank(run.name, last, 0)).status_code == 200
