@@ -10,7 +10,8 @@ through the step it describes.
 A batchscope step is one batch of each rank: with ``accumulate_grad_batches=A`` one optimizer step (what
 ``max_steps`` and ``global_step`` count) trains ``A`` batchscope steps, so ``max_steps × A`` must not exceed the
 run's steps; ``fit`` refuses it otherwise, naming both numbers, instead of waiting forever for batches the run
-does not have.
+does not have. Without ``max_steps`` (``-1``) the run is one epoch of the loader: ``max_epochs=1`` trains it to its
+end, and other ``max_epochs`` are refused.
 
 >>> import lightning as L                                                    # doctest: +SKIP
 >>> from loaders.adapters.lightning import BatchscopeCallback, BatchscopeDataModule
@@ -25,6 +26,7 @@ from typing import Any
 
 import lightning as L
 
+from ..errors import InvalidPlan
 from ..run.facade import Run
 from ..torch import Loader, make_loader
 from .steps import check_optimizer_steps
@@ -46,11 +48,19 @@ class BatchscopeDataModule(L.LightningDataModule):
 
     def setup(self, stage: str) -> None:
         """At ``fit`` start: refuse a ``max_steps`` the run cannot feed (see :mod:`loaders.adapters.steps`)."""
-        if stage == "fit" and self.trainer is not None:
-            trainer = self.trainer
-            if trainer.max_steps >= 0:  # -1: no limit, the run's steps end the epoch
-                arguments = f"Trainer(max_steps={trainer.max_steps}, accumulate_grad_batches={trainer.accumulate_grad_batches})"
-                check_optimizer_steps(self.run, trainer.max_steps, trainer.accumulate_grad_batches, arguments=arguments)
+        if stage != "fit" or self.trainer is None:
+            return
+        trainer = self.trainer
+        accumulate = trainer.accumulate_grad_batches
+        if trainer.max_steps >= 0:
+            arguments = f"Trainer(max_steps={trainer.max_steps}, accumulate_grad_batches={accumulate})"
+            check_optimizer_steps(self.run, trainer.max_steps, accumulate, arguments=arguments)
+        elif trainer.max_epochs != 1:  # the whole run is one epoch of the loader; later epochs would be empty
+            raise InvalidPlan(
+                f"Trainer(max_steps=-1, max_epochs={trainer.max_epochs}): run {self.run.name} is one epoch of its loader "
+                f"({self.run.total_steps} steps); set max_steps (at most {self.run.total_steps // max(1, accumulate)}) "
+                "or max_epochs=1"
+            )
 
     def train_dataloader(self) -> Loader:
         """The rank's :class:`~loaders.torch.Loader`; Lightning restores its state when resuming from a checkpoint."""

@@ -107,3 +107,26 @@ def test_hf_trainer_killed_and_resumed_from_its_checkpoint_trains_every_step_onc
     _assert_verified(run, prefetched=0)
     losses = [run.ledger.metrics(step, 0, 1).get("loss") for step in range(STEPS)]
     assert all(isinstance(loss, float) and loss > 0 for loss in losses)
+
+
+def test_lightning_without_max_steps_trains_the_run_in_one_epoch_and_refuses_more_epochs(tmp_path):
+    import lightning as L
+
+    from loaders.adapters.lightning import BatchscopeCallback, BatchscopeDataModule
+    from loaders.errors import InvalidPlan
+    from tests.support.train_lightning import Module
+
+    run = make_lm_run(tmp_path, steps=6)
+    out = tmp_path / "out"
+    out.mkdir()
+
+    def fit(**limits) -> L.Trainer:
+        quiet = dict(logger=False, enable_progress_bar=False, enable_model_summary=False, enable_checkpointing=False)
+        trainer = L.Trainer(callbacks=[BatchscopeCallback()], accelerator="cpu", devices=1, **quiet, **limits)
+        trainer.fit(Module(str(out), -1), datamodule=BatchscopeDataModule(run))
+        return trainer
+
+    with pytest.raises(InvalidPlan, match=r"Trainer\(max_steps=-1, max_epochs=1000\): run lm is one epoch of its loader \(6 steps\)"):
+        fit(max_steps=-1)  # Lightning would go on through 999 empty epochs
+    assert fit(max_steps=-1, max_epochs=1).global_step == 6 and len(received(out)) == 6
+    assert verify_cli(run).exit_code == 0
