@@ -1,13 +1,21 @@
-"""Training-grade read path (read format 3): per-step mixture error, packing waste, tokenized throughput, packed lookup.
+"""Training-grade read path (read format 4): mixture error per step and over prefixes of steps, packing waste and
+repeated tokens over an epoch, tokenized throughput, packed lookup, and what the ledger costs a training loop.
 
 1. **Mixture**: for several plans, the largest per-step deviation of any
    source's count from ``weight × global_batch_size`` over 10,000 steps, read
-   format 3 against read format 2's phase-shifted block pattern (the baseline
-   that mixed only over whole blocks). Goal: no step beyond ±1 sample.
+   format 4 against read format 2's phase-shifted block pattern (the baseline
+   that mixed only over whole blocks). Goal: no step beyond ±1 sample. And the
+   largest cumulative drift, ``|count after t steps − weight × B × t|`` over
+   every prefix of the 10,000 steps, read format 4 against read format 3 (the
+   baseline that rounded the weights to 1/1024). Goal: below one sample.
 2. **Packing waste** on 20,000 log-normal documents (median ≈ 270 words, the
    throughput benchmark's generator) with ``Tokenize`` + ``Pack(2048)`` over one
    epoch: dropped + padding tokens / sequence capacity, lossless concat-and-chunk
-   against the fixed-block strategy. Goal ≤ 0.5 %.
+   against the fixed-block strategy, and read format 4 (every stream stops at its
+   epoch boundary) against read format 3 (the run ends with its slowest stream,
+   the others reading into their second epoch): repeated tokens and the
+   all-padding sequences after each stream's epoch. Goals: the padding at the end
+   of each stream's epoch ≤ 0.5 % of capacity; no token repeated in one epoch.
 3. **Tokenized throughput**: one epoch of ``Tokenize`` + ``Pack(2048)`` through
    ``run.reader`` as tokens/s, against ``tokenizers.encode_batch`` over the same
    documents in file order in the same process (alternating). The one-time
@@ -16,6 +24,10 @@
 4. **Packed lookup at N = 1e9**: which packed sequence (layout, windows) a
    (step, rank) reads, on a synthetic 1e9-row version with synthetic token
    counts: cold (a fresh run, as on resume) and warm. Goals: ≤ 1 s cold, ≤ 1 ms warm.
+5. **Ledger cost**: a loop over an unpacked text run that logs a loss every step
+   (each mark written to the ledger file) and saves a reader state (fsynced) every
+   100 steps, or every step, against the same loop without a ledger, in steps per
+   second.
 """
 
 from __future__ import annotations
@@ -37,6 +49,8 @@ from .bench_throughput import ROW_GROUP, SEED, build_dataset, documents, vocabul
 NAME = "training"
 MIXTURE_STEPS = 10_000
 MIXTURE_PLANS = [
+    ([0.5, 0.3, 0.2], 32, 32),
+    ([0.47, 0.31, 0.22], 32, 32),
     ([0.75, 0.25], 64, 64),
     ([0.75, 0.25], 64, 8),
     ([0.5, 0.3, 0.2], 256, 64),
@@ -58,6 +72,8 @@ LOOKUP_BATCH = 1024
 LOOKUP_WORLD = 64
 LOOKUP_COLD_GOAL_S = 1.0
 LOOKUP_WARM_GOAL_MS = 1.0
+LEDGER_ROWS = 40_000
+LEDGER_BATCH = 32
 
 
 # -- 1. mixture -------------------------------------------------------------------------------------------
@@ -87,15 +103,28 @@ def _format_3_counts(weights: list[float], batch: int, streams: int, steps: int)
     return per_cycle[np.arange(steps) % cycle]
 
 
+def _format_4_counts(weights: list[float], batch: int, streams: int, steps: int) -> np.ndarray:
+    from loaders.order.mixture import exact_cycle
+    from loaders.order.step_mixture import StepMixture
+
+    cycle, counts = exact_cycle(weights, batch)
+    mixture = StepMixture.build(counts, cycle, batch, streams)
+    per_cycle = np.stack([mixture.step_counts(t) for t in range(cycle)])
+    return per_cycle[np.arange(steps) % cycle]
+
+
 def mixture_errors() -> list[dict[str, Any]]:
-    """Max per-step |count − weight·B| and the steps beyond ±1, per plan and format."""
+    """Per plan and format: max per-step |count − weight·B|, the steps beyond ±1, and the largest cumulative drift
+    |count after t steps − weight·B·t| over every prefix of the steps."""
     rows = []
     for weights, batch, streams in MIXTURE_PLANS:
         share = np.asarray(weights, dtype=float) / sum(weights) * batch
-        for fmt, counts in (("3", _format_3_counts), ("2 (baseline)", _format_2_counts)):
+        steps = np.arange(1, MIXTURE_STEPS + 1)[:, None]
+        for fmt, counts in (("4", _format_4_counts), ("3 (baseline)", _format_3_counts), ("2 (baseline)", _format_2_counts)):
             per_step = counts(weights, batch, streams, MIXTURE_STEPS)
             error = np.abs(per_step - share[None, :])
             beyond = int((np.any((per_step < np.floor(share)) | (per_step > np.ceil(share)), axis=1)).sum())
+            drift = np.abs(np.cumsum(per_step, axis=0) - steps * share[None, :])
             rows.append(
                 {
                     "weights": weights,
@@ -104,6 +133,7 @@ def mixture_errors() -> list[dict[str, Any]]:
                     "read_format": fmt,
                     "max_error_samples": round(float(error.max()), 3),
                     "steps_beyond_one_sample": beyond,
+                    "max_cumulative_drift_samples": round(float(drift.max()), 3),
                 }
             )
     return rows
@@ -141,12 +171,15 @@ def _waste_catalog(base: Path) -> Any:
 
 
 def packing_waste(base: Path) -> list[dict[str, Any]]:
-    """Waste over one epoch of the 20,000 log-normal documents, both packing strategies."""
+    """Waste and repeated tokens over one epoch of the 20,000 log-normal documents: lossless packing in read formats 4
+    and 3, and fixed blocks."""
     from loaders import Pack, ReadPlan, Source, Tokenize
+    from loaders.run.facade import Run
+    from loaders.run.manifest import READ_FORMAT, create_manifest
 
     catalog = _waste_catalog(base)
     out = []
-    for strategy, options in (("concat", {}), ("block", {"docs_per_block": 64})):
+    for strategy, options, fmt in (("concat", {}, READ_FORMAT), ("concat", {}, 3), ("block", {"docs_per_block": 64}, READ_FORMAT)):
         plan = ReadPlan(
             [Source("lognormal@v1", transforms=[Tokenize("text")])],
             seed=SEED,
@@ -154,11 +187,22 @@ def packing_waste(base: Path) -> list[dict[str, Any]]:
             epochs=1,
             transforms=[Pack(seq_len=SEQ_LEN, strategy=strategy, **options)],
         )
-        run = catalog.create_run(f"waste-{strategy}", plan, exist_ok=True)
+        run = Run(catalog, create_manifest(catalog, f"waste-{strategy}-{fmt}", plan, exist_ok=True, as_format=fmt))
         waste = run.packing_waste()
         assert waste is not None
+        capacity = waste.sequences * waste.seq_len
+        epoch_end = waste.padding_tokens - waste.after_epochs * waste.seq_len  # padding of each stream's last sequence
         out.append(
-            {"strategy": strategy, "global_batch_size": WASTE_BATCH, "streams": run.streams, "steps": run.total_steps, **waste.to_json()}
+            {
+                "strategy": strategy,
+                "read_format": fmt,
+                "global_batch_size": WASTE_BATCH,
+                "streams": run.streams,
+                "steps": run.total_steps,
+                **waste.to_json(),
+                "epoch_end_padding_fraction": round(epoch_end / capacity, 6),
+                "repeated_fraction": round(waste.repeated_tokens / waste.document_tokens, 6),
+            }
         )
     return out
 
@@ -310,39 +354,115 @@ def packed_lookup(base: Path) -> dict[str, Any]:
     }
 
 
+# -- 5. what the ledger costs a training loop ----------------------------------------------------------------
+#: Steps between saved states in the checkpointing loop (a checkpoint every so many steps, as jobs do).
+CHECKPOINT_EVERY = 100
+
+
+def _loop(run: Any, *, state_every: int | None) -> float:
+    """Seconds for one pass over the run by a loop that logs every step and saves a state every ``state_every`` steps
+    (None: no ledger at all)."""
+    start = time.perf_counter()
+    with run.reader(0, 1, ledger=state_every is not None) as reader:
+        for batch in reader:
+            if state_every is not None:
+                reader.log(batch.step, loss=1.0)
+                if (batch.step + 1) % state_every == 0:
+                    reader.state_dict()
+    return time.perf_counter() - start
+
+
+def ledger_cost(base: Path) -> dict[str, Any]:
+    """Steps per second of loops that log every step and save a state every 100 steps or every step, against the
+    same loop without a ledger (alternating, three times each)."""
+    import shutil
+
+    from loaders import Catalog, ReadPlan, Source
+
+    catalog = Catalog(base / "catalog")
+    if not catalog.datasets():
+        table = pa.table({"id": [f"r{i}" for i in range(LEDGER_ROWS)], "text": [f"row {i} " * 8 for i in range(LEDGER_ROWS)]})
+        path = base / "data" / "part-0.parquet"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        pq.write_table(table, path, row_group_size=ROW_GROUP)
+        catalog.register("rows", [str(path)], key="id", tag="v1")
+    run = catalog.create_run("ledger", ReadPlan([Source("rows@v1")], seed=SEED, global_batch_size=LEDGER_BATCH, epochs=1), exist_ok=True)
+    loops: dict[str, int | None] = {
+        "without_ledger": None,
+        f"state_every_{CHECKPOINT_EVERY}_steps": CHECKPOINT_EVERY,
+        "state_every_step": 1,
+    }
+    seconds: dict[str, list[float]] = {name: [] for name in loops}
+    for _ in range(3):  # alternate, so machine load hits every loop alike
+        for name, every in loops.items():
+            shutil.rmtree(Path(run.directory) / "ledger", ignore_errors=True)
+            seconds[name].append(_loop(catalog.run("ledger"), state_every=every))
+    rates = {name: run.total_steps / harness.Timing(tuple(times)).median for name, times in seconds.items()}
+    out: dict[str, Any] = {"steps": run.total_steps, "global_batch_size": LEDGER_BATCH}
+    for name, times in seconds.items():
+        out[name] = {"seconds": harness.Timing(tuple(times)).to_json(), "steps_per_s": round(rates[name])}
+        if name != "without_ledger":
+            out[name]["ratio"] = harness.ratio(rates[name], rates["without_ledger"])
+    return out
+
+
 def run(workdir: Path, *, quick: bool) -> dict[str, Any]:
     base = Path(workdir) / "training" / ("quick" if quick else "full")
     mixture = mixture_errors()
     waste = packing_waste(base / "waste")
     throughput = tokenized_throughput(base / "throughput", quick=quick)
     lookup = packed_lookup(base / "lookup")
-    worst = max(r["steps_beyond_one_sample"] for r in mixture if r["read_format"] == "3")
-    concat = next(w for w in waste if w["strategy"] == "concat")
+    ledger = ledger_cost(base / "ledger")
+    current = [r for r in mixture if r["read_format"] == "4"]
+    worst = max(r["steps_beyond_one_sample"] for r in current)
+    drift = max(r["max_cumulative_drift_samples"] for r in current)
+    concat = next(w for w in waste if w["strategy"] == "concat" and w["read_format"] != 3)
+    format_3 = next(w for w in waste if w["strategy"] == "concat" and w["read_format"] == 3)
     block = next(w for w in waste if w["strategy"] == "block")
     cold = max(c["seconds"] for c in lookup["cold"])
     return harness.document(
         NAME,
         quick=quick,
         baseline={
-            "mixture": "read format 2 phase-shifted block pattern",
-            "packing": "fixed-block packing (docs_per_block=64)",
+            "mixture": "read format 2 phase-shifted block pattern (per step); read format 3 weights rounded to 1/1024 (cumulative)",
+            "packing": "fixed-block packing (docs_per_block=64); read format 3 lossless packing (repeated tokens)",
             "tokenizing": throughput["baseline"],
+            "ledger": "the same loop without a ledger",
         },
-        results=[*mixture, *waste, {"tokenized": throughput}, {"packed_lookup": lookup}],
+        results=[*mixture, *waste, {"tokenized": throughput}, {"packed_lookup": lookup}, {"ledger": ledger}],
         ratios={
-            "mixture: steps beyond ±1 sample, worst plan, read format 3": worst,
+            "mixture: steps beyond ±1 sample, worst plan, read format 4": worst,
             "mixture: steps beyond ±1 sample, worst plan, read format 2 (baseline)": max(
-                r["steps_beyond_one_sample"] for r in mixture if r["read_format"] != "3"
+                r["steps_beyond_one_sample"] for r in mixture if r["read_format"].startswith("2")
+            ),
+            "mixture: largest cumulative drift (samples), worst plan, read format 4": drift,
+            "mixture: largest cumulative drift (samples), worst plan, read format 3 (baseline)": max(
+                r["max_cumulative_drift_samples"] for r in mixture if r["read_format"].startswith("3")
             ),
             "packing waste concat / block": harness.ratio(concat["waste_fraction"], block["waste_fraction"]),
+            "one epoch, repeated tokens / document tokens, read format 4": concat["repeated_fraction"],
+            "one epoch, repeated tokens / document tokens, read format 3 (baseline)": format_3["repeated_fraction"],
+            "one epoch, steps read format 4 / read format 3": harness.ratio(concat["steps"], format_3["steps"]),
             "tokenized reader / encode_batch (tokens/s)": throughput["ratio"],
+            f"loop logging every step, a state every {CHECKPOINT_EVERY} / without a ledger (steps/s)": ledger[
+                f"state_every_{CHECKPOINT_EVERY}_steps"
+            ]["ratio"],
+            "loop logging and saving a state every step / without a ledger (steps/s)": ledger["state_every_step"]["ratio"],
         },
         goals={
             "mixture_per_step": harness.goal(
                 f"0 steps beyond ±1 sample over {MIXTURE_STEPS} steps, {len(MIXTURE_PLANS)} plans", worst, worst == 0
             ),
+            "mixture_cumulative": harness.goal(
+                f"< 1 sample of drift after any prefix of {MIXTURE_STEPS} steps, {len(MIXTURE_PLANS)} plans", drift, drift < 1
+            ),
             "packing_waste": harness.goal(
-                f"<= {WASTE_GOAL:.1%} of capacity (log-normal, one epoch)", concat["waste_fraction"], concat["waste_fraction"] <= WASTE_GOAL
+                f"<= {WASTE_GOAL:.1%} of capacity padded at the end of each stream's epoch (log-normal, one epoch)",
+                concat["epoch_end_padding_fraction"],
+                concat["epoch_end_padding_fraction"] <= WASTE_GOAL,
+            ),
+            "epoch_repeats": harness.goal(
+                "0 tokens repeated in a one-epoch run", concat["repeated_tokens"], concat["repeated_tokens"] == 0
             ),
             "tokenized_throughput": harness.goal(
                 f">= {THROUGHPUT_GOAL} of encode_batch",
@@ -355,8 +475,10 @@ def run(workdir: Path, *, quick: bool) -> dict[str, Any]:
             ),
         },
         notes=[
-            "packing waste of lossless packing is at most one partial sequence per stream per source per epoch: "
-            "streams × seq_len / epoch tokens (here 16 streams)",
+            "packing waste of lossless packing is one partial sequence per stream per source per epoch (at most streams × "
+            "seq_len / epoch tokens, here 16 streams), plus, in read format 4, the all-padding sequences of streams that "
+            f"finished their epoch before the last one did ({concat['after_epochs']} sequences, in waste_fraction); read format 3 "
+            "had none of those because its streams read on into their second epoch (repeated_tokens)",
             "the tokenized reader's run was created once before timing (its token counts are stored with it); "
             "run_creation_s is that one-time pass",
             "packed lookup times the arithmetic (mixture, layout, windows), not reading the documents of the windows",

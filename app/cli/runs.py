@@ -42,9 +42,9 @@ def runs(root: RootOption = None) -> None:
         console.print(table)
 
 
-def _parse_steps(text: str | None, total: int) -> range:
+def _parse_steps(text: str | None, total: int) -> range | None:
     if not text:
-        return range(total)
+        return None
     start, sep, stop = text.partition(":")
     try:
         if not sep:
@@ -56,19 +56,21 @@ def _parse_steps(text: str | None, total: int) -> range:
 
 def verify(
     run_name: Annotated[str, typer.Argument(metavar="RUN", help="Run name.")],
-    steps: Annotated[Optional[str], typer.Option("--steps", help="Steps A:B (B exclusive; default: all).")] = None,
+    steps: Annotated[Optional[str], typer.Option("--steps", help="Only steps A:B (B exclusive; default: the whole run).")] = None,
     root: RootOption = None,
 ) -> None:
-    """Recompute every (step, rank) and compare with the ledger.
+    """Recompute every (step, rank) the ledger says was trained and compare it with the ledger.
 
-    Exit 0: every (step, rank) checked was verified and trained; 1: a ledger record differs from what the plan reads
-    (digest, global indices, keys or sample digests); 2: cannot check (records missing, unreadable ledger lines, or
-    the read path failed); 3: the data matches, but some steps were fetched and never marked trained.
+    The trained range is steps 0 through the last step any rank marked trained; steps after it are reported as
+    prefetched (fetched, never trained) or not reached, without failing. Exit 0: every trained batch matches its
+    record; 1: a record differs from what the plan reads (digest, global indices, keys or sample digests); 2: in the
+    trained range something cannot be checked (records missing, unreadable ledger lines, the read path failed), or
+    nothing was trained; 3: a gap, a step fetched and never marked trained though later steps were.
     """
     with friendly_errors(exit_code=EXIT_CANNOT_CHECK):
         run = open_catalog(root).run(run_name)
         window = _parse_steps(steps, run.total_steps)
-        for step in window:
+        for step in window or ():
             run.check_step(step)
         report = verify_run(run, window)
     _print_report(run, report)
@@ -76,7 +78,7 @@ def verify(
 
 
 def _print_report(run: Run, report: RunVerification) -> None:
-    """One line per failure (runs of steps grouped), then the summary line (a replayed run's in its own words)."""
+    """One line per failure (runs of steps grouped), the prefetched steps, then the summary line."""
     if run.kind != "native":
         _print_replayed_report(run, report)
         return
@@ -94,21 +96,37 @@ def _print_report(run: Run, report: RunVerification) -> None:
             else f"no ledger file {ledger_file_name(rank, world_size)}"
         )
         err_console.print(
-            f"[red]✗ rank {rank} of {world_size}[/]: no ledger record for {_steps(steps)} ({why})", highlight=False, soft_wrap=True
+            f"[red]✗ rank {rank} of {world_size}[/]: no ledger record for {_steps(steps)} ({why}), though the run trained "
+            f"through step {report.trained_through}",
+            highlight=False,
+            soft_wrap=True,
         )
     for problem in report.problems:
         mark, note = ("[red]✗", "") if problem.fatal else ("[yellow]![/][yellow]", " (not a failure: its records were lost)")
         err_console.print(f"{mark} ledger {escape(str(problem))}[/]{note}", highlight=False, soft_wrap=True)
     for rank, world_size, steps in step_ranges(report.with_status("untrained")):
         err_console.print(
-            f"[yellow]! rank {rank} of {world_size}[/]: {_steps(steps)} fetched but never marked trained", highlight=False, soft_wrap=True
+            f"[red]✗ rank {rank} of {world_size}[/]: {_steps(steps)} fetched but never marked trained, though the run "
+            f"trained through step {report.trained_through}",
+            highlight=False,
+            soft_wrap=True,
         )
-    window = report.steps
+    if not report.trained_steps:
+        err_console.print(f"[red]✗ {_nothing_trained(run, report)}[/]", highlight=False, soft_wrap=True)
+    for rank, world_size, steps in step_ranges(report.with_status("prefetched")):
+        console.print(
+            f"· rank {rank} of {world_size}: {_steps(steps)} prefetched (fetched after the last trained step, never trained)",
+            highlight=False,
+            soft_wrap=True,
+        )
+    window, last = report.steps, report.trained_through
+    trained = "no step trained" if last is None else f"trained through step {last}"
     console.print(
         f"{run.name}: {report.count('verified')} verified, {report.count('mismatch')} mismatched, "
         f"{report.count('no-ledger')} without a ledger entry, {report.count('untrained')} fetched "
-        f"but not trained, {sum(p.fatal for p in report.problems)} unreadable ledger line(s) "
-        f"(steps {window.start}-{window.stop - 1}; exit {report.exit_code}: {EXIT_MEANINGS[report.exit_code]})",
+        f"but not trained, {sum(p.fatal for p in report.problems)} unreadable ledger line(s); "
+        f"{report.count('prefetched')} prefetched, {report.count('not-reached')} not reached "
+        f"({trained}; steps {window.start}-{window.stop - 1}; exit {report.exit_code}: {EXIT_MEANINGS[report.exit_code]})",
         highlight=False,
         soft_wrap=True,
     )
@@ -123,7 +141,7 @@ def _print_replayed_report(run: Run, report: RunVerification) -> None:
     missing = list(step_ranges(report.with_status("no-ledger")))
     for rank, _world_size, steps in missing:
         err_console.print(f"[red]✗ rank {rank}[/]: the run logged no batch for {_steps(steps)}", highlight=False, soft_wrap=True)
-    if missing and not report.count("replayed"):
+    if not report.count("replayed") and not report.count("mismatch"):
         err_console.print(f"replayed run {run.name} logged no batches to compare: attach it with --batches FILE", highlight=False)
     window = report.steps
     console.print(
@@ -135,11 +153,26 @@ def _print_replayed_report(run: Run, report: RunVerification) -> None:
     )
 
 
+def _nothing_trained(run: Run, report: RunVerification) -> str:
+    """Why nothing in the window could be checked: no step trained at all (naming ledger files that are missing),
+    or none in the window."""
+    if report.trained_through is not None:
+        return f"nothing to check: no step of {_steps(report.steps)} was trained (the run trained through step {report.trained_through})"
+    missing = [
+        ledger_file_name(rank, span.world_size)
+        for span in run.world_size_history()
+        for rank in range(span.world_size)
+        if not run.ledger.has_file(rank, span.world_size)
+    ]
+    files = f" (no ledger file {', '.join(dict.fromkeys(missing))})" if missing else ""
+    return f"nothing to check: the ledger of run {run.name} marks no step trained{files}"
+
+
 EXIT_MEANINGS = {
     EXIT_VERIFIED: "verified",
     EXIT_MISMATCH: "mismatch",
     EXIT_CANNOT_CHECK: "cannot check",
-    EXIT_UNTRAINED: "fetched but not trained",
+    EXIT_UNTRAINED: "fetched but not trained while later steps were",
 }
 
 

@@ -4,7 +4,10 @@ the reader state saved inside every checkpoint's ``trainer_state.json`` and rest
 The trainer positions the data itself, so Hugging Face's own fast-forward (which would skip the resumed batches a
 second time) is turned off for you: ``args.ignore_data_skip`` is set to True. Labels come from the loss mask
 (-100 where masked, see :func:`loaders.adapters.inputs.causal_lm_inputs`). ``args.max_steps`` must be set (the
-data has no length); it counts optimizer steps, each ``gradient_accumulation_steps`` batchscope steps.
+data has no length); it counts optimizer steps, each ``gradient_accumulation_steps`` batchscope steps, so
+``max_steps × gradient_accumulation_steps`` must not exceed the run's steps (``train`` refuses it, naming both).
+Before every checkpoint each rank's ledger is fsynced and the ranks wait for each other, so no checkpoint is ahead
+of any rank's ledger.
 
 >>> from loaders.adapters.hf import BatchscopeTrainer                      # doctest: +SKIP
 >>> trainer = BatchscopeTrainer(model=model, args=TrainingArguments("out", max_steps=100, save_steps=10), run=run)  # doctest: +SKIP
@@ -23,10 +26,11 @@ from transformers import Trainer, TrainerCallback
 from transformers.trainer_callback import ExportableState
 from transformers.trainer_utils import get_last_checkpoint
 
-from ..errors import StateMismatch
+from ..errors import InvalidPlan, StateMismatch
 from ..run.facade import Run
 from ..torch import Loader, make_loader
 from .inputs import causal_lm_inputs
+from .steps import check_optimizer_steps
 
 TRAINER_STATE = "trainer_state.json"  # the file Hugging Face writes in each checkpoint
 ToInputs = Callable[[dict[str, Any]], dict[str, Any]]
@@ -83,8 +87,10 @@ class BatchscopeCallback(TrainerCallback, ExportableState):
     def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         batches = self._attach(kwargs)
         batches.mark_finished()
-        if control.should_save:  # every rank's ledger is on disk before the checkpoint that covers it
-            batches.loader.progress.flush()
+        if control.should_save:  # every rank's ledger is durable before the checkpoint (written by rank 0) covers it
+            batches.loader.progress.flush(sync=True)
+            if torch.distributed.is_available() and torch.distributed.is_initialized() and torch.distributed.get_world_size() > 1:
+                torch.distributed.barrier()
 
     def on_train_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         self._attach(kwargs).loader.close()
@@ -129,6 +135,14 @@ class BatchscopeTrainer(Trainer):
             resume_from_checkpoint = get_last_checkpoint(self.args.output_dir)
             if resume_from_checkpoint is None:
                 raise ValueError(f"no checkpoint to resume from in {self.args.output_dir}")
+        run, steps, accumulate = self.batchscope.loader.run, self.args.max_steps, self.args.gradient_accumulation_steps
+        if steps <= 0:
+            raise InvalidPlan(
+                f"TrainingArguments(max_steps={steps}): set max_steps, the data has no length (run {run.name} has {run.total_steps} steps)"
+            )
+        check_optimizer_steps(
+            run, steps, accumulate, arguments=f"TrainingArguments(max_steps={steps}, gradient_accumulation_steps={accumulate})"
+        )
         if resume_from_checkpoint:
             self.batchscope.loader.load_state_dict(saved_state(str(resume_from_checkpoint)))
         return super().train(resume_from_checkpoint=resume_from_checkpoint or None, **kwargs)

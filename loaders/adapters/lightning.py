@@ -4,7 +4,14 @@ Lightning saves the loader's state in its own checkpoints (the loader is a state
 ``state_dict``/``load_state_dict``) and restores it on ``trainer.fit(..., ckpt_path=...)``. Lightning fetches one
 batch ahead of the one it trains; :class:`BatchscopeCallback` marks a batch trained (logging its loss) when
 Lightning finishes it, before any checkpoint of that step is written, so a resume continues with the first batch
-not trained — the prefetched one included.
+not trained — the prefetched one included. Every checkpoint waits until every rank's ledger is on disk (fsynced)
+through the step it describes.
+
+A batchscope step is one batch of each rank: with ``accumulate_grad_batches=A`` one optimizer step (what
+``max_steps`` and ``global_step`` count) trains ``A`` batchscope steps, so ``max_steps × A`` must not exceed the
+run's steps; ``fit`` refuses it otherwise, naming both numbers, instead of waiting forever for batches the run
+does not have. Without ``max_steps`` (``-1``) the run is one epoch of the loader: ``max_epochs=1`` trains it to its
+end, and other ``max_epochs`` are refused.
 
 >>> import lightning as L                                                    # doctest: +SKIP
 >>> from loaders.adapters.lightning import BatchscopeCallback, BatchscopeDataModule
@@ -19,8 +26,10 @@ from typing import Any
 
 import lightning as L
 
+from ..errors import InvalidPlan
 from ..run.facade import Run
 from ..torch import Loader, make_loader
+from .steps import check_optimizer_steps
 
 
 class BatchscopeDataModule(L.LightningDataModule):
@@ -36,6 +45,22 @@ class BatchscopeDataModule(L.LightningDataModule):
         self.run = run
         self.loader_options = loader_options
         self.loader: Loader | None = None
+
+    def setup(self, stage: str) -> None:
+        """At ``fit`` start: refuse a ``max_steps`` the run cannot feed (see :mod:`loaders.adapters.steps`)."""
+        if stage != "fit" or self.trainer is None:
+            return
+        trainer = self.trainer
+        accumulate = trainer.accumulate_grad_batches
+        if trainer.max_steps >= 0:
+            arguments = f"Trainer(max_steps={trainer.max_steps}, accumulate_grad_batches={accumulate})"
+            check_optimizer_steps(self.run, trainer.max_steps, accumulate, arguments=arguments)
+        elif trainer.max_epochs != 1:  # the whole run is one epoch of the loader; later epochs would be empty
+            raise InvalidPlan(
+                f"Trainer(max_steps=-1, max_epochs={trainer.max_epochs}): run {self.run.name} is one epoch of its loader "
+                f"({self.run.total_steps} steps); set max_steps (at most {self.run.total_steps // max(1, accumulate)}) "
+                "or max_epochs=1"
+            )
 
     def train_dataloader(self) -> Loader:
         """The rank's :class:`~loaders.torch.Loader`; Lightning restores its state when resuming from a checkpoint."""
@@ -56,10 +81,19 @@ class BatchscopeDataModule(L.LightningDataModule):
 
 
 class BatchscopeCallback(L.Callback):
-    """Marks each batch trained when Lightning finishes it (logging its loss), for every batchscope loader in use.
+    """Marks each batch trained when Lightning finishes it (logging its loss), for every batchscope loader in use,
+    and makes every rank's ledger durable before a checkpoint is written.
 
     Lightning runs checkpoint callbacks after all others, so a checkpoint taken at the end of a step includes it.
     """
+
+    def on_save_checkpoint(self, trainer: L.Trainer, pl_module: L.LightningModule, checkpoint: dict[str, Any]) -> None:
+        """Every rank fsyncs its ledger, then waits for the others: the checkpoint (written by rank 0 after this hook)
+        is never ahead of any rank's ledger."""
+        for loader in _loaders(trainer, required=False):
+            loader.progress.flush(sync=True)
+        if trainer.world_size > 1:
+            trainer.strategy.barrier("batchscope-ledger")
 
     def on_train_batch_end(self, trainer: L.Trainer, pl_module: L.LightningModule, outputs: Any, batch: Any, batch_idx: int) -> None:
         step = batch.get("step") if isinstance(batch, dict) else None
@@ -73,11 +107,11 @@ class BatchscopeCallback(L.Callback):
                 loader.log(int(step), loss=float(loss))
 
 
-def _loaders(trainer: L.Trainer) -> list[Loader]:
-    """The batchscope loaders among the trainer's train dataloaders."""
+def _loaders(trainer: L.Trainer, *, required: bool = True) -> list[Loader]:
+    """The batchscope loaders among the trainer's train dataloaders (``required``: at least one)."""
     found = trainer.train_dataloader
     candidates = found.values() if isinstance(found, dict) else found if isinstance(found, (list, tuple)) else [found]
     loaders = [c for c in candidates if isinstance(c, Loader)]
-    if not loaders:
+    if not loaders and required:
         raise RuntimeError("BatchscopeCallback: no batchscope Loader among the train dataloaders (use BatchscopeDataModule)")
     return loaders

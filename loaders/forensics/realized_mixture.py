@@ -1,7 +1,7 @@
 """Realized mixture: how many samples and tokens each source gave a run (whole run, windows of steps, one step).
 
 Samples per source are arithmetic whenever a sample comes from one source (unpacked runs of every read format, and
-lossless-packed read format 3 runs): the per-step counts repeat with a period (the mixture cycle in format 3, the
+lossless-packed read format 3–4 runs): the per-step counts repeat with a period (the mixture cycle in formats 3–4, the
 block pattern in formats 1–2), so any range of steps is summed in O(period) without reading, at any run length.
 Document tokens are exact for lossless packing (token counts per chunk). Everything else — tokens of unpacked
 tokenized runs, and both figures for fixed-block packing, whose sequences mix sources — is *measured* on the

@@ -1,4 +1,4 @@
-"""Read format 3's order of one source: chunk-aligned stream parts sized by each stream's draw rate.
+"""Read formats 3–4's order of one source: chunk-aligned stream parts sized by each stream's draw rate.
 
 As in :mod:`loaders.order`, a source of ``N`` records is cut into chunks
 (slots) of ``C`` consecutive records, laid out per epoch in a keyed random
@@ -13,7 +13,10 @@ together. Everything is O(1) arithmetic.
 ``aligned`` parts and windows are runs of *whole* slots, so token counts per
 slot are enough to find a packed sequence (see :mod:`loaders.order.packing`); packed
 plans use them. Unaligned parts are split at record granularity (equal ±1 for
-equal rates), which keeps epochs exact for unpacked plans.
+equal rates), which keeps epochs exact for unpacked plans. ``balanced`` aligned parts
+(read format 4) are cut where their *records*, not their slots, are closest to the
+rates' shares: an epoch's partial last chunk then joins a part that is a chunk short,
+so streams that stop at their epoch boundary finish close together.
 """
 
 from __future__ import annotations
@@ -46,9 +49,34 @@ def slot_shares(rates: Sequence[int], slots: int) -> list[int]:
     return shares
 
 
+def record_balanced_bounds(rates: Sequence[int], slot_records: np.ndarray) -> list[int]:
+    """Slot boundaries of the streams' parts: each cut at the slot boundary nearest to where the records reach the
+    rates' shares, every drawing stream at least one slot, streams that never draw none.
+
+    >>> record_balanced_bounds([1, 1], np.asarray([4, 4, 4, 1]))  # the partial last slot joins the short part
+    [0, 2, 4]
+    """
+    cumulative = np.concatenate([[0], np.cumsum(slot_records)])
+    total, slots, rate_total = int(cumulative[-1]), len(slot_records), sum(rates)
+    left = sum(1 for r in rates if r > 0)
+    bounds, acc = [0], 0
+    for rate in rates:
+        if rate == 0:
+            bounds.append(bounds[-1])
+            continue
+        left -= 1
+        acc += rate
+        target = total * acc / rate_total
+        cut = int(np.searchsorted(cumulative, target))
+        if cut > 0 and (cut > slots or target - cumulative[cut - 1] <= cumulative[cut] - target):
+            cut -= 1
+        bounds.append(min(max(cut, bounds[-1] + 1), slots - left))
+    return bounds
+
+
 @dataclass(frozen=True)
 class LaneOrder:
-    """The shuffled, streamed order of one source's records under read format 3."""
+    """The shuffled, streamed order of one source's records under read formats 3–4."""
 
     rows: int
     chunk: int
@@ -58,11 +86,17 @@ class LaneOrder:
     source: int
     shuffle: bool = True
     aligned: bool = False
+    balanced: bool = False
     _bounds: tuple[int, ...] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if self.rows <= 0 or self.chunk <= 0 or self.window <= 0 or not any(self.rates):
             raise ValueError(f"invalid source order {self}")
+        if self.aligned and self.balanced:
+            epoch = np.minimum(self.chunk, self.rows - np.arange(self.slots, dtype=np.int64) * self.chunk)  # records per slot
+            bounds = record_balanced_bounds(self.rates, np.tile(epoch, self.repeats))
+            object.__setattr__(self, "_bounds", tuple(bounds))
+            return
         units = self.slots if self.aligned else self.rows
         shares = slot_shares(self.rates, self.repeats * units)
         object.__setattr__(self, "_bounds", tuple(np.concatenate([[0], np.cumsum(shares)]).tolist()))

@@ -5,6 +5,10 @@ A block of ``M`` positions holds exactly ``c_s`` positions of source ``s``
 block. Position ``J`` of a stream is pattern position ``(J + phase) mod M``;
 the number of earlier draws from the same source is arithmetic, so the
 mapping is O(1) with no random draws and no state.
+
+Read format 4 apportions nothing: :func:`exact_cycle` finds the fewest steps in
+which every source's share is a whole number of samples, so the counts per cycle
+are the weights themselves and never drift from them.
 """
 
 from __future__ import annotations
@@ -42,6 +46,43 @@ def apportion(weights: Sequence[float], block: int) -> list[int]:
                 f"raise mixture_block to at least {math.ceil(total / weights[i])}"
             )
     return counts
+
+
+#: The longest mixture cycle read format 4 builds: steps, and positions (steps × global batch size).
+MAX_CYCLE_STEPS = 1 << 16
+MAX_CYCLE_POSITIONS = 1 << 20
+
+
+def exact_weight(weight: float) -> Fraction:
+    """A weight as the number it was written as: a float by its shortest decimal (0.3 is 3/10, not the binary
+    fraction nearest to it), an integer as itself.
+
+    >>> exact_weight(0.3), exact_weight(2)
+    (Fraction(3, 10), Fraction(2, 1))
+    """
+    if isinstance(weight, int) and not isinstance(weight, bool):
+        return Fraction(weight)
+    return Fraction(repr(float(weight)))
+
+
+def exact_cycle(weights: Sequence[float], batch: int) -> tuple[int, list[int]]:
+    """``(P, counts)``: the fewest steps ``P`` in which each source's share ``w_s / Σw × batch × P`` is a whole
+    number of samples, and those numbers (they sum to ``P × batch``).
+
+    >>> exact_cycle([0.5, 0.3, 0.2], 32)
+    (5, [80, 48, 32])
+    """
+    shares = [exact_weight(w) for w in weights]
+    total = sum(shares)
+    per_step = [share / total * batch for share in shares]
+    cycle = math.lcm(*(f.denominator for f in per_step))
+    return cycle, [int(f * cycle) for f in per_step]
+
+
+def cycle_fits(cycle: int, batch: int) -> bool:
+    """Whether a cycle of ``cycle`` steps of ``batch`` positions is within :data:`MAX_CYCLE_STEPS` and
+    :data:`MAX_CYCLE_POSITIONS`."""
+    return cycle <= MAX_CYCLE_STEPS and cycle * batch <= MAX_CYCLE_POSITIONS
 
 
 @dataclass(frozen=True)

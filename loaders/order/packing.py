@@ -1,4 +1,4 @@
-"""Lossless packing (read format 3): concat-and-chunk of each stream's documents of each source.
+"""Lossless packing (read formats 3–4): concat-and-chunk of each stream's documents of each source.
 
 Stream ``k`` reads source ``s`` as the shuffled windows of its part of each
 epoch layout (see :mod:`loaders.order.lane_order`). Packing concatenates those
@@ -12,12 +12,18 @@ computes once and stores (:class:`TokenIndex`, one number per chunk of
 records): a layout's window token totals are sums of slot counts in that
 layout's chunk order, and a prefix sum over them locates a sequence's windows
 by binary search. Only the documents of those windows are read and tokenized.
+
+A run over ``epochs`` (read format 4) stops every lane at its own epoch boundary:
+:attr:`LanePacker.limit` is the number of sequences its epochs fill, and the
+lane's later sequences hold no tokens (padding), so each token is delivered
+exactly as many times as the plan has epochs.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import itertools
+import math
 import threading
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
@@ -123,6 +129,8 @@ class LanePacker:
     stream: int
     slot_tokens: np.ndarray  # tokens of each chunk of the source, in record order
     seq_len: int
+    epochs: float | None = None  # read format 4: the lane stops after these epochs (None: it never stops)
+    _limit: int | None = None
     _layouts: list[LayoutPlan] = field(default_factory=list)
     _first_sequence: list[int] = field(default_factory=lambda: [0])
     _lock: threading.Lock = field(default_factory=threading.Lock)
@@ -144,6 +152,28 @@ class LanePacker:
         prefix = np.concatenate([[0], np.cumsum(per_slot, dtype=np.int64)])
         return LayoutPlan(bounds, prefix[bounds - lo], self.seq_len)
 
+    @property
+    def limit(self) -> int | None:
+        """The sequences this lane delivers, when it stops after :attr:`epochs` (None: it never stops)."""
+        if self.epochs is None:
+            return None
+        if self._limit is None:
+            self._limit = self.sequences_in(self.epochs)
+        return self._limit
+
+    def sequences_in(self, epochs: float) -> int:
+        """Sequences the lane's first ``epochs`` epochs fill; a fraction of an epoch adds that fraction of the next
+        layout's sequences, rounded up. A layout of several epochs (``order.repeats``) counts only whole."""
+        whole, fraction = divmod(epochs, 1)
+        repeats = self.order.repeats
+        if repeats > 1 and (fraction or whole % repeats):
+            raise ValueError(f"{epochs} epochs end inside a layout of {repeats} epochs")
+        layouts = int(whole) // repeats
+        count = self.first_sequence(layouts)
+        if fraction:
+            count += math.ceil(fraction * self.layout(layouts).sequences)
+        return count
+
     def first_sequence(self, layout: int) -> int:
         """How many sequences of this stream and source come before ``layout``."""
         self.layout(layout)
@@ -163,9 +193,12 @@ class LanePacker:
     def tokens_before(self, sequences: np.ndarray) -> np.ndarray:
         """Document tokens in the stream's first ``sequences[i]`` sequences of this source (exact; vectorized).
 
-        Only a layout's last sequence is padded, so a partly read layout contributes ``seq_len`` per sequence.
+        Only a layout's last sequence is padded, so a partly read layout contributes ``seq_len`` per sequence; the
+        sequences past :attr:`limit` contribute none.
         """
         n = np.asarray(sequences, dtype=np.int64)
+        if self.limit is not None:  # sequences past the lane's epochs hold no tokens
+            n = np.minimum(n, self.limit)
         if n.size and int(n.max()) > 0:
             self.locate(int(n.max()) - 1)
         with self._lock:

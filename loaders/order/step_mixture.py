@@ -1,4 +1,4 @@
-"""Per-step mixtures (read format 3): every global batch carries the weights, within one sample per source.
+"""Per-step mixtures (read formats 3–4): every global batch carries the weights, within one sample per source.
 
 Over a cycle of ``P`` steps the global batch has ``P·B`` positions, split among
 sources by largest-remainder apportionment of the weights: ``c_s`` each. A
@@ -92,6 +92,25 @@ def _check_pfair(extras: np.ndarray, rates: Sequence[int], period: int, per_step
         raise AssertionError(f"mixture schedule for rates {list(rates)}/{period} drifts by a whole sample")
 
 
+def _draw_counts(source_at: np.ndarray, streams: int, sources: int) -> tuple[np.ndarray, np.ndarray]:
+    """``draw_at[t, p]``: how many of its stream's earlier positions (in step, then position order) draw the same
+    source; and each stream's draws per source over the cycle."""
+    cycle, batch = source_at.shape
+    width = batch // streams if streams else 0
+    draw_at = np.empty((cycle, batch), dtype=np.int64)
+    seen = np.zeros((streams, sources), dtype=np.int64)
+    for k in range(streams):
+        lane = source_at[:, k * width : (k + 1) * width]
+        order = lane.ravel()
+        ranks = np.empty(order.shape, dtype=np.int64)
+        for s in np.unique(order).tolist():
+            mask = order == s
+            ranks[mask] = np.arange(int(mask.sum()), dtype=np.int64)
+            seen[k, s] = int(mask.sum())
+        draw_at[:, k * width : (k + 1) * width] = ranks.reshape(lane.shape)
+    return draw_at, seen
+
+
 @dataclass(frozen=True)
 class StepMixture:
     """Which source each (step, position) draws from, and how many of its stream's earlier draws share it.
@@ -121,20 +140,12 @@ class StepMixture:
         # One interleave of the static slots and the flexible ones (the last "source" below), spread evenly.
         template = Mixture.build([*static, flex]).source_at if batch else np.empty(0, dtype=np.int32)
         flex_positions = np.flatnonzero(template == sources)
-        width = batch // streams
-        source_at = np.empty((cycle, batch), dtype=np.int32)
-        draw_at = np.empty((cycle, batch), dtype=np.int64)
-        seen = np.zeros((streams, sources), dtype=np.int64)
-        for t in range(cycle):
-            row = template.copy()
-            chosen = np.flatnonzero(extras[t])
-            if flex:  # rotate which flexible slots get which extra, so the extras visit every stream
-                row[flex_positions] = np.roll(chosen, t % flex)
-            source_at[t] = row
-            for p, s in enumerate(row.tolist()):
-                k = p // width
-                draw_at[t, p] = seen[k, s]
-                seen[k, s] += 1
+        source_at = np.tile(template.astype(np.int32), (cycle, 1))
+        if flex:  # rotate which flexible slots get which extra, so the extras visit every stream
+            chosen = np.nonzero(extras)[1].reshape(cycle, flex).astype(np.int32)  # each step's extras, by source
+            turn = (np.arange(flex)[None, :] - np.arange(cycle)[:, None]) % flex
+            source_at[:, flex_positions] = np.take_along_axis(chosen, turn, axis=1)
+        draw_at, seen = _draw_counts(source_at, streams, sources)
         return cls(counts, cycle, batch, streams, source_at, draw_at, seen)
 
     @property

@@ -246,6 +246,10 @@ class ReplayedRun:
         with open(path, encoding="utf-8") as f:
             return parse_logged(f, where=path, steps=self.total_steps, world_size=self.world_size)
 
+    def logged_through(self) -> int | None:
+        """The last step the run logged a batch for (``--batches``): ``verify`` checks steps 0 through it (None: none)."""
+        return max((step for step, _rank in self.logged), default=None)
+
     def compare(self, batch: Batch) -> Verification:
         """A replayed batch against what the run logged for its step and rank (``replayed`` when they match)."""
         return compare_logged(self.logged.get((batch.step, batch.rank)), batch)

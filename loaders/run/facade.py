@@ -112,17 +112,17 @@ class Run:
 
     @property
     def step_mixture(self) -> StepMixture | None:
-        """Read format 3's per-step mixture (``None`` in formats 1 and 2)."""
+        """Read formats 3–4's per-step mixture (``None`` in formats 1 and 2)."""
         return self.sampler.step_mixture
 
     @property
     def lane_orders(self) -> list[LaneOrder]:
-        """Read format 3's order of each source's records."""
+        """Read formats 3–4's order of each source's records."""
         return self.sampler.lane_orders
 
     @property
     def mixture(self) -> Mixture | None:
-        """Read formats 1 and 2's block pattern (``None`` in format 3)."""
+        """Read formats 1 and 2's block pattern (``None`` in formats 3–4)."""
         return self.sampler.mixture
 
     @property
@@ -174,11 +174,11 @@ class Run:
     def read_documents(
         self, source: int, records: np.ndarray, epochs: np.ndarray, positions: np.ndarray
     ) -> tuple[list[Document], list[dict[str, Any]]]:
-        """Documents ``records`` of ``source`` and their document-transformed inputs (read format 3 keying)."""
+        """Documents ``records`` of ``source`` and their document-transformed inputs (read formats 3–4 keying)."""
         return self.documents.read_documents(source, records, epochs, positions)
 
     def token_counts(self, source: int) -> np.ndarray:
-        """Tokens per chunk of ``source`` (read format 3 packing): stored with the run, verified, rebuilt if stale."""
+        """Tokens per chunk of ``source`` (read formats 3–4 packing): stored with the run, verified, rebuilt if stale."""
         return self.documents.token_counts(source)
 
     def record_token_counts(self, source: int) -> np.ndarray | None:
@@ -196,7 +196,7 @@ class Run:
 
     @property
     def lossless_packing(self) -> bool:
-        """Whether this run packs with lossless concat-and-chunk (read format 3, the default strategy)."""
+        """Whether this run packs with lossless concat-and-chunk (read formats 3–4, the default strategy)."""
         return self.packer.lossless
 
     def packing_waste(self) -> PackingWaste | None:

@@ -25,7 +25,7 @@ from ..catalog.files import read_json
 from ..catalog.store import CatalogStore, check_name
 from ..catalog.version import DatasetVersion
 from ..errors import InvalidPlan, RunNotFound
-from ..order.mixture import apportion
+from ..order.mixture import MAX_CYCLE_POSITIONS, MAX_CYCLE_STEPS, apportion, cycle_fits, exact_cycle
 from ..order.step_mixture import StepMixture
 from ..sampling import token_index
 from ..sampling.concat_packing import ConcatPacking
@@ -56,8 +56,11 @@ __all__ = [
 #: never changes what an existing run's (step, rank) means. 1: unstaggered shuffle windows, full-size crops
 #: (plans stored before RandomResizedCrop had ``reduced_decode``); 2: staggered windows, options as stored;
 #: 3: every step carries the mixture weights (loaders.order.step_mixture), chunk-aligned stream parts
-#: (loaders.order.lane_order), lossless concat-and-chunk packing by default with position ids below seq_len.
-READ_FORMAT = 3
+#: (loaders.order.lane_order), lossless concat-and-chunk packing by default with position ids below seq_len;
+#: 4: format 3 with the weights held exactly (the mixture cycle is the fewest steps in which every share is a whole
+#: number of samples, loaders.order.mixture.exact_cycle) and, for lossless packing over epochs, every stream of a
+#: source stopping at its own epoch boundary (its later sequences are padding) instead of starting the next epoch.
+READ_FORMAT = 4
 #: Transform options a format implies where its stored plans omit them (they predate the option).
 _IMPLIED_OPTIONS: dict[int, dict[str, dict[str, Any]]] = {
     1: {"random_resized_crop": {"reduced_decode": False}, "pack": {"strategy": "block", "position_ids": "document"}},
@@ -154,16 +157,22 @@ def load_manifest(catalog: CatalogStore, name: str) -> dict[str, Any]:
     return read_json(path, "run manifest")
 
 
-def create_manifest(catalog: CatalogStore, name: str, plan: ReadPlan, *, exist_ok: bool = False) -> dict[str, Any]:
+def create_manifest(
+    catalog: CatalogStore, name: str, plan: ReadPlan, *, exist_ok: bool = False, as_format: int | None = None
+) -> dict[str, Any]:
     """Resolve ``plan`` against ``catalog`` and write run ``name``'s manifest; returns the manifest to read it by.
 
     An existing run of that name is refused, unless ``exist_ok`` and its plan and resolved versions are the same:
-    then its own manifest is returned, in the read format it was created with.
+    then its own manifest is returned, in the read format it was created with. ``as_format`` creates a run of an
+    older read format (3 or 4; default :data:`READ_FORMAT`), as an earlier batchscope would have (tests and
+    benchmarks compare formats with it).
     """
     path = manifest_path(catalog, name)
     old = read_json(path, "run manifest") if storage.stat(path).exists else None
+    if as_format is not None and as_format not in (3, READ_FORMAT):
+        raise InvalidPlan(f"as_format={as_format} is out of range: runs can be created in read format 3 or {READ_FORMAT}")
     # Reopening an existing run resolves the plan in the read format that run was created with.
-    fmt = read_format(old) if old is not None else READ_FORMAT
+    fmt = read_format(old) if old is not None else (as_format or READ_FORMAT)
     plan_json = _plan_in_format(plan.to_json(), fmt)
     versions = [catalog.resolve(s.ref) for s in plan.sources]
     weights = [float(s.weight) if s.weight is not None else float(v.rows) for s, v in zip(plan.sources, versions)]
@@ -174,8 +183,7 @@ def create_manifest(catalog: CatalogStore, name: str, plan: ReadPlan, *, exist_o
         ResolvedSource(source.ref, version.name, version.id, version.rows, weight, source_chunk(plan, version, fmt))
         for source, version, weight in zip(plan.sources, versions, weights)
     ]
-    cycle = cycle_steps(plan) if fmt >= 3 else 1
-    counts = apportion(weights, cycle * plan.global_batch_size if fmt >= 3 else plan.mixture_block)
+    cycle, counts, exact = mixture_counts(plan, weights, fmt)
     tokenizers: dict[str, str] = {}
     all_transforms = list(plan.transforms) + [t for s in plan.sources for t in s.transforms]
     for t in all_transforms:
@@ -195,6 +203,8 @@ def create_manifest(catalog: CatalogStore, name: str, plan: ReadPlan, *, exist_o
         resolved["read_format"] = fmt
     if fmt >= 3:
         resolved["cycle_steps"] = cycle
+    if fmt >= 4:
+        resolved["mixture_exact"] = exact
     lossless = packs_losslessly(plan, fmt)
     if lossless:
         resolved["token_counts"] = [{"key": token_count_key(plan, i, s, tokenizers), "sha256": None} for i, s in enumerate(sources)]
@@ -207,7 +217,12 @@ def create_manifest(catalog: CatalogStore, name: str, plan: ReadPlan, *, exist_o
     elif plan.pack is not None:
         resolved["sequences_per_block"] = plan.pack.sequences_per_block or estimate_sequences_per_block(sampler, documents)
     if plan.epochs is not None:
-        if lossless:
+        if lossless and fmt >= 4:
+            assert sampler.step_mixture is not None
+            _check_epoch_boundaries(plan, sampler)
+            concat = ConcatPacking(documents, sampler.lane_orders, token_counts, epochs=plan.epochs)
+            resolved["total_steps"] = _steps_until_every_lane_stopped(concat, sampler.step_mixture)
+        elif lossless:
             assert sampler.step_mixture is not None
             concat = ConcatPacking(documents, sampler.lane_orders, token_counts)
             resolved["total_steps"] = _steps_for_packed_epochs(concat, sampler.step_mixture, plan.epochs)
@@ -236,6 +251,35 @@ def create_manifest(catalog: CatalogStore, name: str, plan: ReadPlan, *, exist_o
 def cycle_steps(plan: ReadPlan) -> int:
     """Steps per mixture cycle (read format 3): the fewest whose positions reach ``mixture_block``."""
     return -(-plan.mixture_block // plan.global_batch_size)
+
+
+def mixture_counts(plan: ReadPlan, weights: list[float], fmt: int) -> tuple[int, list[int], bool]:
+    """``(cycle steps, counts per cycle, exact)`` of a plan's mixture in read format ``fmt``.
+
+    Formats 1–3 apportion the weights over ``mixture_block`` positions (rounded to about 1/mixture_block). Format 4
+    holds them exactly over the fewest steps that make every share whole (:func:`loaders.order.mixture.exact_cycle`);
+    weights a plan gives that would need a longer cycle than :data:`MAX_CYCLE_STEPS` steps and
+    :data:`MAX_CYCLE_POSITIONS` positions are refused, while weights made from row counts (a plan without weights)
+    are then apportioned as in format 3 and the run says so (``exact`` is False).
+    """
+    batch = plan.global_batch_size
+    if fmt < 3:
+        return 1, apportion(weights, plan.mixture_block), False
+    if fmt == 3:
+        cycle = cycle_steps(plan)
+        return cycle, apportion(weights, cycle * batch), False
+    cycle, counts = exact_cycle(weights, batch)
+    if cycle_fits(cycle, batch):
+        return cycle, counts, True
+    if any(s.weight is not None for s in plan.sources):
+        raise InvalidPlan(
+            f"source weights {[s.weight for s in plan.sources]} cannot be held exactly: with global_batch_size={batch} "
+            f"every share is a whole number of samples only over {cycle} steps ({cycle * batch} positions; at most "
+            f"{MAX_CYCLE_STEPS} steps and {MAX_CYCLE_POSITIONS} positions): give weights with fewer decimals or as "
+            "small integer ratios"
+        )
+    cycle = cycle_steps(plan)
+    return cycle, apportion(weights, cycle * batch), False
 
 
 #: Lossless packing splits each epoch among streams in whole chunks: at least this many chunks per stream.
@@ -286,6 +330,29 @@ def _steps_for_packed_epochs(concat: ConcatPacking, mixture: StepMixture, epochs
     return steps
 
 
+def _check_epoch_boundaries(plan: ReadPlan, sampler: Sampler) -> None:
+    """Refuse epochs a stream cannot stop at: a source with fewer chunks than the streams drawing from it lays out
+    ``repeats`` epochs together, and its streams can only stop after a whole number of such layouts."""
+    epochs = plan.epochs
+    assert epochs is not None
+    for source, order in zip(plan.sources, sampler.lane_orders):
+        if order.repeats > 1 and (epochs % order.repeats or epochs != int(epochs)):
+            raise InvalidPlan(
+                f"epochs={epochs} cannot stop every stream at an epoch boundary: source {source.ref} has {order.slots} "
+                f"chunk(s) for {sum(1 for r in order.rates if r)} drawing streams, so its epochs are laid out "
+                f"{order.repeats} at a time; use a multiple of {order.repeats} epochs, fewer streams, or steps="
+            )
+
+
+def _steps_until_every_lane_stopped(concat: ConcatPacking, mixture: StepMixture) -> int:
+    """Steps until every stream has read its sequences of the plan's epochs of every source (read format 4)."""
+    steps = 1
+    for (stream, source), packer in concat.packers.items():
+        assert packer.limit is not None
+        steps = max(steps, mixture.steps_to_draw(stream, source, packer.limit))
+    return steps
+
+
 def resolve_against(catalog: CatalogStore, manifest: dict[str, Any], other: str) -> dict[str, Any]:
     """A run's ``manifest`` re-resolved with sources swapped to ``other`` — ``name@version-or-tag``, or another run
     whose versions to take (see :meth:`loaders.run.Run.against`); not written."""
@@ -310,8 +377,12 @@ def resolve_against(catalog: CatalogStore, manifest: dict[str, Any], other: str)
         weight = source.weight if plan_source.weight is not None else float(version.rows)
         chunk = source_chunk(plan, version, fmt)
         sources.append(ResolvedSource(source.ref, version.name, version.id, version.rows, weight, chunk).to_json())
-    block = old.get("cycle_steps", 1) * plan.global_batch_size if fmt >= 3 else plan.mixture_block
-    resolved = {**old, "sources": sources, "counts": apportion([s["weight"] for s in sources], block)}
+    cycle, counts, exact = mixture_counts(plan, [s["weight"] for s in sources], fmt)
+    resolved = {**old, "sources": sources, "counts": counts}
+    if fmt >= 3:
+        resolved["cycle_steps"] = cycle
+    if fmt >= 4:
+        resolved["mixture_exact"] = exact
     if "token_counts" in old:  # a swapped source's counts are built on first use, not pinned
         resolved["token_counts"] = [
             entry

@@ -1,4 +1,4 @@
-"""A run's lossless packed sequences (read format 3): which documents fill stream ``k``'s ``n``-th sequence of ``s``.
+"""A run's lossless packed sequences (read formats 3–4): which documents fill stream ``k``'s ``n``-th sequence of ``s``.
 
 Glue between the document source (reading and tokenizing documents), the per-source token
 counts (:mod:`loaders.sampling.token_index`) and the concat-and-chunk arithmetic
@@ -19,7 +19,7 @@ import numpy as np
 from ..errors import CorruptData
 from ..order.lane_order import LaneOrder
 from ..order.packing import LanePacker, WindowTokens
-from ..transforms.pack import PackedSequence
+from ..transforms.pack import PackedSequence, finish
 from .batch import Document
 from .documents import DocumentSource
 
@@ -39,7 +39,10 @@ WINDOW_CACHE = 16
 
 @dataclass(frozen=True)
 class PackingWaste:
-    """Tokens a packed run delivers, pads and drops (over the steps it covers)."""
+    """Tokens a packed run delivers, pads and drops (over the steps it covers), and how many of the delivered tokens
+    are repeats: from a source's second or later epoch (an ``epochs=2`` run repeats half its tokens, an ``epochs=1``
+    run none). ``after_epochs`` counts the all-padding sequences of streams that had delivered their epochs (read
+    format 4 stops every stream at its epoch boundary); their tokens are part of ``padding_tokens``."""
 
     document_tokens: int
     padding_tokens: int
@@ -48,6 +51,8 @@ class PackingWaste:
     seq_len: int
     exact: bool
     note: str = ""
+    repeated_tokens: int = 0
+    after_epochs: int = 0
 
     @property
     def waste_fraction(self) -> float:
@@ -62,7 +67,8 @@ class ConcatPacking:
     """Sequence lookup for every (stream, source) of a run packed with ``Pack(strategy="concat")``.
 
     ``documents`` reads and tokenizes the windows; ``counts`` are each source's tokens per chunk, ``records`` its
-    tokens per record where the run pinned them.
+    tokens per record where the run pinned them. ``epochs`` (read format 4 runs over epochs): every lane stops after
+    them, and its later sequences are all padding.
     """
 
     def __init__(
@@ -71,6 +77,8 @@ class ConcatPacking:
         orders: list[LaneOrder],
         counts: list[np.ndarray],
         records: list[np.ndarray | None] | None = None,
+        *,
+        epochs: float | None = None,
     ) -> None:
         pack = documents.plan.pack
         assert pack is not None
@@ -80,7 +88,7 @@ class ConcatPacking:
         #: Tokens of every record per source, where the run pinned them (they let a lookup skip a window's prefix).
         self.record_counts = records or [None] * len(orders)
         self.packers = {
-            (k, s): LanePacker(order, k, counts[s], pack.seq_len)
+            (k, s): LanePacker(order, k, counts[s], pack.seq_len, epochs)
             for s, order in enumerate(orders)
             for k in range(order.streams)
             if order.rates[k] > 0
@@ -91,11 +99,26 @@ class ConcatPacking:
     def sequence(self, stream: int, source: int, n: int) -> tuple[PackedSequence, list[Document]]:
         """Stream ``stream``'s ``n``-th packed sequence of ``source`` and its documents (spans index them)."""
         packer = self.packers[(stream, source)]
+        if packer.limit is not None and n >= packer.limit:
+            return self._after_epochs(stream, source, packer.limit)
 
         def window(layout: int, start: int, end: int, lo: int, hi: int) -> WindowTokens:
             return self._window(stream, source, layout, start, end).covering(lo, hi)
 
         return packer.sequence(n, window, pad_id=self.pack.pad_id, positions=self.pack.position_ids)
+
+    def _after_epochs(self, stream: int, source: int, limit: int) -> tuple[PackedSequence, list[Document]]:
+        """A sequence of a lane that has delivered its epochs: all padding, naming the last document it delivered (the
+        first of its part when it delivered none)."""
+        if limit:
+            last = self.sequence(stream, source, limit - 1)[1][-1]
+        else:
+            packer = self.packers[(stream, source)]
+            plan = packer.layout(0)
+            last = self.window_tokens(stream, source, 0, int(plan.windows[0]), int(plan.windows[1])).payloads[0]
+        padding = PackedSequence([], [], [])
+        finish(padding, self.pack.seq_len, self.pack.pad_id, self.pack.position_ids)
+        return padding, [last]
 
     def window_tokens(self, stream: int, source: int, layout: int, start: int, end: int) -> WindowTokens:
         """The tokenized documents of the shuffle window of slots ``[start, end)`` of ``layout``, in reading order."""
@@ -134,14 +157,48 @@ class ConcatPacking:
         return window
 
     def waste(self, sequences_read: dict[tuple[int, int], int]) -> PackingWaste:
-        """Exact tokens delivered and padded when each (stream, source) has read ``sequences_read`` sequences."""
-        tokens = padding = total = 0
+        """Exact tokens delivered, padded and repeated when each (stream, source) has read ``sequences_read``
+        sequences."""
+        tokens = padding = total = repeated = after = 0
         for key, count in sequences_read.items():
-            delivered = int(self.packers[key].tokens_before(np.asarray([count]))[0])
+            packer = self.packers[key]
+            delivered = int(packer.tokens_before(np.asarray([count]))[0])
             tokens += delivered
             padding += count * self.pack.seq_len - delivered
             total += count
-        return PackingWaste(tokens, padding, 0, total, self.pack.seq_len, True)
+            repeated += self.repeated_tokens(key, delivered)
+            after += 0 if packer.limit is None else max(0, count - packer.limit)
+        note = f"{after} sequence(s) of streams that had delivered their epochs are all padding" if after else ""
+        return PackingWaste(tokens, padding, 0, total, self.pack.seq_len, True, note, repeated, after)
+
+    def repeated_tokens(self, key: tuple[int, int], delivered: int) -> int:
+        """How many of the first ``delivered`` document tokens of lane ``key`` come from its source's second or later
+        epoch. A layout holds one epoch, except for sources with fewer chunks than drawing streams: there a window
+        may mix two epochs, and its documents are read to tell them apart."""
+        packer = self.packers[key]
+        if packer.order.repeats == 1:
+            return delivered - min(delivered, packer.layout(0).tokens)
+        stream, source = key
+        per_epoch, repeats = packer.order.slots, packer.order.repeats
+        repeated, remaining, layout = 0, delivered, 0
+        while remaining > 0:
+            plan = packer.layout(layout)
+            for w in range(len(plan.windows) - 1):
+                take = min(int(plan.token_starts[w + 1] - plan.token_starts[w]), remaining)
+                if take <= 0:
+                    continue
+                start, end = int(plan.windows[w]), int(plan.windows[w + 1])
+                first, last = (layout * repeats + start // per_epoch, layout * repeats + (end - 1) // per_epoch)
+                if first == last:
+                    repeated += take if first >= 1 else 0
+                else:
+                    window = self.window_tokens(stream, source, layout, start, end)
+                    for d, document in enumerate(window.payloads):
+                        if document.epoch >= 1:
+                            repeated += max(0, min(int(window.starts[d + 1]), take) - int(window.starts[d]))
+                remaining -= take
+            layout += 1
+        return repeated
 
 
 class _Window:

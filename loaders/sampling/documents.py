@@ -140,7 +140,7 @@ class DocumentSource:
     def read_documents(
         self, source: int, records: np.ndarray, epochs: np.ndarray, positions: np.ndarray
     ) -> tuple[list[Document], list[dict[str, Any]]]:
-        """Documents ``records`` of ``source`` and their document-transformed inputs (read format 3 keying)."""
+        """Documents ``records`` of ``source`` and their document-transformed inputs (read formats 3–4 keying)."""
         version = self.version(source)
         shards, rows = version.locate_arrays(records)
         raw = version.read_indices(records)
@@ -222,7 +222,7 @@ class DocumentSource:
 
     # -- token counts (lossless packing) ---------------------------------------------------------------
     def token_counts(self, source: int) -> np.ndarray:
-        """Tokens per chunk of ``source`` (read format 3 packing): stored with the run, verified (once per source), rebuilt
+        """Tokens per chunk of ``source`` (read formats 3–4 packing): stored with the run, verified (once per source), rebuilt
         if stale."""
         found = self._chunk_counts.get(source)
         if found is None:

@@ -3,7 +3,7 @@
 Two strategies. **Fixed blocks** (read formats 1–3, ``Pack(strategy="block")``): stream ``k``'s documents are cut
 into blocks of ``docs_per_block``, each packed into ``sequences_per_block`` sequences (tokens past the last one are
 dropped); packed blocks are kept in a small LRU, since consecutive steps read the same block. **Lossless
-concat-and-chunk** (read format 3's default): stream ``k``'s ``n``-th sequence of a source is found from the
+concat-and-chunk** (read formats 3–4's default): stream ``k``'s ``n``-th sequence of a source is found from the
 source's token counts per chunk (:mod:`loaders.sampling.concat_packing`).
 
 >>> packer.sample(step=3, position=5).inputs["doc_spans"][0]["key"]      # doctest: +SKIP
@@ -74,13 +74,19 @@ class Packer:
         return pack
 
     @property
+    def stops_after(self) -> float | None:
+        """Epochs after which every stream stops (read format 4, lossless packing over ``epochs``; its later sequences
+        are padding); None: streams read on into the next epoch (formats 1–3, plans over ``steps``)."""
+        return self.plan.epochs if self.lossless and self.read_format >= 4 else None
+
+    @property
     def concat(self) -> ConcatPacking:
         """Lossless packing's sequence lookup (runs packed with ``Pack(strategy="concat")``)."""
         if self._concat is None:
             sources = range(len(self.documents.sources))
             counts = [self.documents.token_counts(s) for s in sources]
             records = [self.documents.record_token_counts(s) for s in sources]
-            self._concat = ConcatPacking(self.documents, self.sampler.lane_orders, counts, records)
+            self._concat = ConcatPacking(self.documents, self.sampler.lane_orders, counts, records, epochs=self.stops_after)
         return self._concat
 
     # -- fixed blocks -------------------------------------------------------------------------------
@@ -193,7 +199,8 @@ class Packer:
 
     # -- waste ---------------------------------------------------------------------------------------
     def waste(self, total_steps: int) -> PackingWaste:
-        """Document tokens packed, and tokens padded and dropped, over the run's ``total_steps``.
+        """Document tokens packed, and tokens padded, dropped and repeated (from a second or later epoch), over the
+        run's ``total_steps``.
 
         Lossless packing: exact, from the token counts. Fixed-block packing:
         exact when the run's blocks hold at most :data:`WASTE_EXACT_DOCUMENTS`
@@ -213,13 +220,14 @@ class Packer:
         assert self.sequences_per_block is not None
         blocks = -(-total_steps * self.sampler.width // self.sequences_per_block)
         measured = min(blocks, max(1, WASTE_EXACT_DOCUMENTS // (pack.docs_per_block * streams)))
-        tokens = padding = dropped = 0
+        tokens = padding = dropped = repeated = 0
         for stream in range(streams):
             for block in range(measured):
-                sequences, _ = self.packed_block(stream, block)
+                sequences, documents = self.packed_block(stream, block)
                 padding += sum(seq.padding for seq in sequences)
                 tokens += sum(len(seq.input_ids) - seq.padding for seq in sequences)
                 dropped += self.dropped(stream, block)
+                repeated += sum(span.end - span.start for seq in sequences for span in seq.spans if documents[span.document].epoch >= 1)
         sequences_measured = measured * self.sequences_per_block * streams
         note = "" if measured == blocks else f"measured on the first {measured} of {blocks} blocks of every stream"
-        return PackingWaste(tokens, padding, dropped, sequences_measured, pack.seq_len, measured == blocks, note)
+        return PackingWaste(tokens, padding, dropped, sequences_measured, pack.seq_len, measured == blocks, note, repeated)

@@ -224,7 +224,7 @@ class ResolvedSource:
 
 
 def packs_losslessly(plan: ReadPlan, read_format: int) -> bool:
-    """Whether a run of ``plan`` in ``read_format`` packs with lossless concat-and-chunk (read format 3's default).
+    """Whether a run of ``plan`` in ``read_format`` packs with lossless concat-and-chunk (read formats 3–4's default).
 
     >>> packs_losslessly(ReadPlan([Source("web-text@v1")], seed=0, global_batch_size=8, steps=1), 3)
     False

@@ -1,7 +1,7 @@
 """The sampler: a run's order as pure arithmetic — the ``n``-th draw of stream ``k`` → (source, record, epoch), and back.
 
 Stream ``k`` owns positions ``[k·b, (k+1)·b)`` of every global batch (``b = global_batch_size / streams``), so its
-counter at step ``s`` and offset ``i`` is ``s·b + i``. Read format 3 maps counters to sources with per-step
+counter at step ``s`` and offset ``i`` is ``s·b + i``. Read formats 3 and 4 map counters to sources with per-step
 mixtures (:mod:`loaders.order.step_mixture`) and sources' draws to records with chunk-aligned stream parts
 (:mod:`loaders.order.lane_order`); formats 1 and 2 with one phase-shifted block pattern per stream
 (:mod:`loaders.order.mixture`) and equal parts (:mod:`loaders.order`). Nothing here reads data.
@@ -36,7 +36,7 @@ Drawn = tuple[np.ndarray, np.ndarray, np.ndarray]
 class Sampler:
     """Which ``(source, record, epoch)`` each stream's counters draw, for one run's plan and resolved sources.
 
-    ``counts`` and ``cycle_steps`` are the manifest's: the mixture counts per cycle (format 3) or per block.
+    ``counts`` and ``cycle_steps`` are the manifest's: the mixture counts per cycle (formats 3–4) or per block.
     Thread-safe; holds only the orders' small caches and the draws :meth:`prefetch_draws` computed ahead.
     """
 
@@ -65,8 +65,10 @@ class Sampler:
             self.step_mixture = StepMixture.build(counts, int(cycle_steps), self.global_batch_size, self.streams)
             rates = self.step_mixture.rates
             aligned = packs_losslessly(plan, read_format)  # packed sequences are found by token counts per whole chunk
+            balanced = aligned and read_format >= 4  # parts cut by records, so streams that stop at epoch ends finish together
             self.lane_orders = [
-                LaneOrder(s.rows, s.chunk, tuple(rates[:, i].tolist()), window, seed, i, shuffle, aligned) for i, s in enumerate(sources)
+                LaneOrder(s.rows, s.chunk, tuple(rates[:, i].tolist()), window, seed, i, shuffle, aligned, balanced)
+                for i, s in enumerate(sources)
             ]
         else:  # read formats 1 and 2: one block pattern per stream, phase-shifted (exact over whole blocks only)
             self.mixture = Mixture.build(counts)
@@ -82,7 +84,7 @@ class Sampler:
         self._tables: dict[tuple[int, int], np.ndarray] = {}
 
     def order(self, source: int) -> LaneOrder | SourceOrder:
-        """The order of ``source``'s records: its lane order (read format 3) or its source order."""
+        """The order of ``source``'s records: its lane order (read formats 3–4) or its source order."""
         return self.lane_orders[source] if self.step_mixture is not None else self.orders[source]
 
     # -- positions of the global batch -----------------------------------------------------
@@ -181,7 +183,7 @@ class Sampler:
         return blocks * mixture.block + int(table[rest]) - self._phase[stream]
 
     def drawn_before(self, stream: int, source: int, counters: int) -> int:
-        """How many of ``stream``'s counters ``[0, counters)`` draw from ``source`` (read format 3: rounded up to whole
+        """How many of ``stream``'s counters ``[0, counters)`` draw from ``source`` (read formats 3–4: rounded up to whole
         steps, an upper bound mid-step)."""
         if self.step_mixture is not None:
             return int(self.step_mixture.draws_before(stream, -(-counters // self.width))[source])

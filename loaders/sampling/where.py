@@ -164,7 +164,10 @@ def _lossless_samples(sampler: Sampler, packer: Packer, source: int, record: int
         return stream, []
     base = lane.first_sequence(layout)
     seq_len = lane.seq_len
-    return stream, [sampler.counter_of(stream, source, base + q) for q in range(first // seq_len, (first + length - 1) // seq_len + 1)]
+    sequences = [base + q for q in range(first // seq_len, (first + length - 1) // seq_len + 1)]
+    if lane.limit is not None:  # read format 4: the lane stopped after its epochs and never read these
+        sequences = [n for n in sequences if n < lane.limit]
+    return stream, [sampler.counter_of(stream, source, n) for n in sequences]
 
 
 def _epoch_samples(run: LocatedRun, source: int, record: int, epoch: int) -> tuple[int, list[int]]:
@@ -190,6 +193,8 @@ def epochs_reached(run: LocatedRun, source: int) -> int:
                 continue
             assert sampler.step_mixture is not None
             sequences = int(sampler.step_mixture.draws_before(stream, total)[source])
+            limit = packer.concat.packers[key].limit
+            sequences = sequences if limit is None else min(sequences, limit)
             if sequences:
                 layouts = max(layouts, packer.concat.packers[key].locate(sequences - 1)[0] + 1)
             continue

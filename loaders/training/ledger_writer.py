@@ -1,4 +1,5 @@
-"""Writing one rank's ledger file: buffered appends, flushed by a background timer, on ``flush()`` and on close.
+"""Writing one rank's ledger file: buffered appends, written by a background timer, on ``flush()`` and on close;
+``flush(sync=True)`` also makes them durable (fsync), which every saved reader state does.
 
 A line is one JSON object (see ``docs/read-path.md`` for the record types):
 
@@ -17,7 +18,7 @@ import json
 import os
 import threading
 import time
-from typing import Any
+from typing import Any, BinaryIO
 
 from .. import storage
 from ..sampling.batch import Batch
@@ -28,8 +29,10 @@ class LedgerWriter:
     """Appends one rank's records; a daemon thread flushes them every ``flush_seconds``, so a hung or killed rank
     loses at most the last ``flush_seconds`` of records.
 
-    ``flush_seconds <= 0`` writes every record as it is appended. ``close()`` stops the timer and flushes; a failure
-    of a background flush (disk full...) is raised by the next ``record``/``flush``/``close`` in the caller's thread.
+    ``flush_seconds <= 0`` writes every record as it is appended. ``flush(sync=True)`` writes and fsyncs the file (and,
+    the first time, its directory), so what it holds survives a crash of the machine, not only of the process.
+    ``close()`` stops the timer and flushes; a failure of a background flush (disk full...) is raised by the next
+    ``record``/``flush``/``close`` in the caller's thread.
 
     >>> writer = run.ledger.writer(rank=0, world_size=1)   # doctest: +SKIP
     >>> writer.record(batch, fetched=True); writer.trained(batch.step); writer.close()   # doctest: +SKIP
@@ -47,6 +50,9 @@ class LedgerWriter:
         self._timer: threading.Thread | None = None
         self._error: BaseException | None = None
         self._tail_checked = False
+        self._unsynced = False  # lines written to the file since the last fsync
+        self._directory_synced = False
+        self._out: BinaryIO | None = None
 
     # -- records ------------------------------------------------------------------------------
     def record(self, batch: Batch, *, fetched: bool = False) -> None:
@@ -97,47 +103,85 @@ class LedgerWriter:
         if error is not None:
             raise error
 
-    def flush(self) -> None:
-        """Write buffered records to the ledger file now."""
+    def flush(self, *, sync: bool = False) -> None:
+        """Write buffered records to the ledger file now; ``sync``: and fsync it (durable through a machine crash)."""
         self._raise_background_error()
-        self._write_buffered()
+        self._write_buffered(sync=sync)
 
-    def _write_buffered(self) -> None:
+    def _write_buffered(self, *, sync: bool = False) -> None:
         with self._write_lock:
             with self._lock:
                 lines, self._lines = self._lines, []
-            if lines:
-                self._write(lines)
+            if lines or (sync and self._unsynced):
+                self._write(lines, sync=sync)
 
-    def _write(self, lines: list[str]) -> None:
+    def _write(self, lines: list[str], *, sync: bool) -> None:
         path = storage.normalize(self.path)
-        if storage.is_remote(path):
+        if storage.is_remote(path):  # each append is an atomic object write: durable once it returns
             for line in lines:
                 storage.append_line(path, line)
             return
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        with open(path, "a+b") as out:
-            if not self._tail_checked:
-                self._tail_checked = True
-                if out.seek(0, os.SEEK_END) > 0:
-                    out.seek(-1, os.SEEK_END)
-                    if out.read(1) != b"\n":  # a line torn by a crash: end it and say so, rather than glue ours to it
-                        lines = [self._torn_marker(), *lines]
-                        out.write(b"\n")
+        out = self._file(path)
+        if lines:
             out.write(("\n".join(lines) + "\n").encode("utf-8"))
             out.flush()
+            self._unsynced = True
+        if sync:
+            os.fsync(out.fileno())
+            self._unsynced = False
+            if not self._directory_synced:  # the file's own name is durable too (it may have just been created)
+                _fsync_directory(os.path.dirname(path))
+                self._directory_synced = True
+
+    def _file(self, path: str) -> BinaryIO:
+        """The ledger file, open for appending while this writer writes (opened again if it was removed meanwhile);
+        the first open ends a line a crash left torn, and says so."""
+        out = self._out
+        if out is not None and os.path.exists(path):
+            return out
+        if out is not None:
+            out.close()
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        self._out = out = open(path, "a+b")
+        if not self._tail_checked:
+            self._tail_checked = True
+            if out.seek(0, os.SEEK_END) > 0:
+                out.seek(-1, os.SEEK_END)
+                if out.read(1) != b"\n":  # a line torn by a crash: end it and say so, rather than glue ours to it
+                    out.write(b"\n" + self._torn_marker().encode("utf-8") + b"\n")
+        return out
 
     def _torn_marker(self) -> str:
         marker = {"t": "torn", "step": 0, "rank": self.rank, "world_size": self.world_size, "time": round(time.time(), 3)}
         return json.dumps(marker, separators=(",", ":"))
 
     def close(self) -> None:
-        """Stop the timer and write everything buffered."""
+        """Stop the timer, write everything buffered, fsync it and close the file."""
         self._stop.set()
         if self._timer is not None:
             self._timer.join()
             self._timer = None
-        self.flush()
+        try:
+            self.flush(sync=True)
+        finally:
+            with self._write_lock:
+                if self._out is not None:
+                    self._out.close()
+                    self._out = None
+
+
+def _fsync_directory(directory: str) -> None:
+    """Make a directory's entries durable (where the platform allows opening a directory)."""
+    try:
+        handle = os.open(directory, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(handle)
+    except OSError:
+        pass  # some filesystems refuse to sync a directory; the file's data is synced regardless
+    finally:
+        os.close(handle)
 
 
 def ledger_file_name(rank: int, world_size: int) -> str:

@@ -4,6 +4,10 @@ Shared by :class:`loaders.training.reader.Reader` and :class:`loaders.torch.Load
 trainer says so — ``log(step, ...)`` or ``mark_trained(step)``, each covering every earlier step handed out — so a
 state saved while a framework has batches prefetched resumes with the first untrained one. With
 ``mark_on_handout=True`` a batch counts as trained when it is handed out (for loops that neither prefetch nor log).
+
+A checkpoint is never ahead of the ledger: a mark is written to the ledger file as it is made (with every record
+buffered before it), so a process killed after marking a step has its records of it on disk; ``state_dict()`` also
+fsyncs them, so the state it returns is covered even through a crash of the machine.
 """
 
 from __future__ import annotations
@@ -66,6 +70,8 @@ class Progress:
         """The batch of ``step`` was just handed to the trainer (``summary`` gives its ledger record, when kept)."""
         if self.writer is not None:
             self.writer.record_summary(summary(), fetched=not self.mark_on_handout)
+            if self.mark_on_handout:  # handed out means trained: on disk now, like any mark
+                self.writer.flush()
         self.fetched = step + 1
         if self.mark_on_handout:
             self.trained = step + 1
@@ -82,9 +88,10 @@ class Progress:
         self._marked = True
         if self.mark_on_handout:
             return
-        for finished in range(self.trained, step + 1):
-            if self.writer is not None:
+        if self.writer is not None:
+            for finished in range(self.trained, step + 1):
                 self.writer.trained(finished)
+            self.writer.flush()  # a mark is on disk before anything (another rank's checkpoint) can rely on it
         self.trained = max(self.trained, step + 1)
 
     def log(self, step: int, metrics: dict[str, Any]) -> None:
@@ -95,8 +102,9 @@ class Progress:
         self.mark_trained(step, strict=False)
 
     def state_dict(self) -> dict[str, Any]:
-        """The state to resume after the last trained step (see :mod:`loaders.training.reader_state`); flushes the ledger."""
-        self.flush()
+        """The state to resume after the last trained step (see :mod:`loaders.training.reader_state`); writes and fsyncs
+        the ledger first, so the state is never ahead of it."""
+        self.flush(sync=True)
         if self.fetched > self.trained and not self._marked and not self.mark_on_handout and not self._warned:
             self._warned = True
             warnings.warn(
@@ -107,10 +115,10 @@ class Progress:
             )
         return make_state(self.run, step=self.trained, fetched=self.fetched, world_size=self.world_size, rank=self.rank)
 
-    def flush(self) -> None:
-        """Write the ledger records buffered so far."""
+    def flush(self, *, sync: bool = False) -> None:
+        """Write the ledger records buffered so far; ``sync``: and fsync them."""
         if self.writer is not None:
-            self.writer.flush()
+            self.writer.flush(sync=sync)
 
     def load_state_dict(self, state: dict[str, Any]) -> int:
         """Move both positions to where ``state`` resumes; returns that step."""

@@ -1,116 +1,60 @@
-"""Verification: the ledger compared with a recomputation of the read path, one (step, rank) or a whole window.
+"""Verification of a run: every (step, rank) its ledger says was trained, recomputed and compared with the record.
 
-A (step, rank) is ``verified`` when its ledger record matches the recomputed batch in every respect the ledger
-keeps (batch digest, and per sample its global index, key and digest) and the trainer marked it trained;
-``untrained`` when it matches but was only fetched; ``mismatch`` when anything differs; ``no-ledger`` when there
-is no record. :func:`verify_run` adds what cannot be attributed to a step: unreadable ledger lines.
+Training is synchronous: a step one rank trained, every rank in force trained. So a run's **trained range** is
+steps 0 through the last step any rank marked trained (under the world size in force then), and each (step, rank)
+of a window is, after :func:`~loaders.training.comparison.compare_with_ledger`:
+
+- in the trained range: ``verified`` (its record matches and says trained), ``mismatch``, ``no-ledger`` (no record:
+  it cannot be checked) or ``untrained`` (fetched and never marked trained, though later steps were: a gap);
+- after it: ``prefetched`` (fetched after the last trained step — trainers read ahead — and never trained; its
+  data is still compared) or *not reached* (no record: the job stopped before it, as a ``max_steps`` job does).
+
+``batchscope verify`` exits 0 when every trained batch matches, 1 on a mismatch, 2 when something in the trained
+range cannot be checked (or nothing was trained), 3 for a gap. Lines of the ledger that cannot be read are reported
+too (:class:`~loaders.training.ledger.LedgerProblem`).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any, Iterator, Protocol
+import bisect
+import dataclasses
+from dataclasses import dataclass
+from typing import Iterator, Protocol
 
 from ..sampling.batch import Batch
-from ..sampling.digests import DIGEST_FORMAT
+from ..sampling.world_sizes import WorldSizeSpan
+from .comparison import Verification, compare_with_ledger
 from .ledger import Ledger, LedgerEntry, LedgerProblem
-from .legacy import batch_digests_v1
+
+__all__ = [
+    "EXIT_CANNOT_CHECK",
+    "EXIT_MISMATCH",
+    "EXIT_UNTRAINED",
+    "EXIT_VERIFIED",
+    "RunVerification",
+    "Verification",
+    "compare_with_ledger",
+    "step_ranges",
+    "trained_through",
+    "verify_run",
+]
 
 #: ``batchscope verify`` exit codes.
-EXIT_VERIFIED = 0  # every (step, rank) checked was verified and trained
+EXIT_VERIFIED = 0  # every trained (step, rank) checked matches its ledger record
 EXIT_MISMATCH = 1  # some ledger record differs from what the plan reads
-EXIT_CANNOT_CHECK = 2  # records missing, ledger lines unreadable, or the recomputation failed
-EXIT_UNTRAINED = 3  # the data matches, but some steps were fetched and never marked trained
-#: Statuses of a check whose data agrees with what the run recorded: ``replayed`` is a replayed run's batch that
-#: matches what the run logged (never called "verified": another framework read it).
-MATCHING = ("verified", "untrained", "replayed")
-
-
-@dataclass
-class Verification:
-    """The ledger compared with a recomputation of one (step, rank)."""
-
-    status: str  # "verified", "untrained", "mismatch" or "no-ledger"
-    step: int
-    rank: int
-    world_size: int
-    computed_digest: str
-    ledger_digest: str | None
-    differing: list[int]  # global indices of the samples that differ (all of them when the digest alone differs)
-    reasons: list[str] = field(default_factory=list)  # what differs, in words
-
-    @property
-    def verified(self) -> bool | None:
-        """Whether the ledger's data agrees with the recomputation (None: no record); a replayed run's batch agrees
-        when it matches what the run logged (status ``replayed``)."""
-        return None if self.status == "no-ledger" else self.status in MATCHING
-
-    @property
-    def trained(self) -> bool | None:
-        """Whether the trainer marked the step trained (None: no record)."""
-        return None if self.status == "no-ledger" else self.status != "untrained"
-
-    def to_json(self) -> dict[str, Any]:
-        return {**self.__dict__, "verified": self.verified, "trained": self.trained}
-
-
-def _positions(ledger: list[Any], computed: list[Any]) -> list[int]:
-    return [i for i in range(max(len(ledger), len(computed))) if i >= len(ledger) or i >= len(computed) or ledger[i] != computed[i]]
-
-
-def compare_with_ledger(ledger: Ledger, batch: Batch) -> Verification:
-    """Compare an already computed batch with the ``ledger`` record for its step, rank and world size.
-
-    >>> compare_with_ledger(run.ledger, run.batch(3, 0, world_size=2)).status   # doctest: +SKIP
-    'verified'
-    """
-    entry = ledger.entry(batch.step, batch.rank, batch.world_size)
-    where = (batch.step, batch.rank, batch.world_size)
-    if entry is None:
-        return Verification("no-ledger", *where, batch.digest, None, [])
-    computed, samples = batch.digest, batch.sample_digests
-    if entry.digest_format != DIGEST_FORMAT:  # a ledger written by an earlier version of the digests
-        computed, samples = batch_digests_v1(batch)
-    reasons, positions = _differences(entry, computed, batch.indices, batch.keys, samples)
-    if reasons:
-        indices = batch.indices
-        differing = [indices[i] for i in sorted(positions) if i < len(indices)] or list(indices)
-        return Verification("mismatch", *where, computed, entry.digest, differing, reasons)
-    return Verification("verified" if entry.trained else "untrained", *where, computed, entry.digest, [])
-
-
-def _differences(entry: LedgerEntry, digest: str, indices: list[int], keys: list[str], samples: list[str]) -> tuple[list[str], set[int]]:
-    """What differs between a ledger record and the recomputed batch: reasons, and sample positions."""
-    reasons: list[str] = []
-    positions: set[int] = set()
-    if entry.digest != digest:
-        reasons.append(f"batch digest {entry.digest} in the ledger, {digest} recomputed")
-    for label, ledger, computed in (
-        ("global indices", entry.indices, indices),
-        ("keys", entry.keys, keys),
-        ("sample digests", entry.samples, samples),
-    ):
-        if label == "sample digests" and not ledger:
-            continue  # ledgers written before sample digests were kept
-        differ = _positions(ledger, computed)
-        if differ:
-            shown = ", ".join(f"#{i}: {_at(ledger, i)!r} in the ledger, {_at(computed, i)!r} recomputed" for i in differ[:3])
-            reasons.append(f"{label} differ at {len(differ)} position(s) ({shown}{', ...' if len(differ) > 3 else ''})")
-            positions.update(differ)
-    return reasons, positions
-
-
-def _at(values: list[Any], i: int) -> Any:
-    return values[i] if i < len(values) else None
+EXIT_CANNOT_CHECK = 2  # in the trained range: records missing, ledger lines unreadable, the recomputation failed; or nothing trained
+EXIT_UNTRAINED = 3  # a gap: a step fetched and never marked trained, though later steps were
 
 
 @dataclass
 class RunVerification:
-    """A window of (step, rank)s checked: how many had each status, the ones not verified, and the ledger lines that
+    """A window of (step, rank)s checked: how many had each status (``verified``, ``mismatch``, ``no-ledger``,
+    ``untrained``, ``prefetched``, ``not-reached``), the checks that were not verified, and the ledger lines that
     could not be read (kept small: verified checks are only counted)."""
 
     run: str
     steps: range
+    trained_through: int | None  # the last step any rank marked trained (None: none)
     counts: dict[str, int]
     failures: list[Verification]
     problems: list[LedgerProblem]
@@ -119,15 +63,21 @@ class RunVerification:
         return self.counts.get(status, 0)
 
     def with_status(self, status: str) -> list[Verification]:
-        """The checks with ``status`` (any status but ``verified`` and ``replayed``)."""
+        """The checks with ``status`` (any status but ``verified``, ``replayed`` and ``not-reached``)."""
         return [c for c in self.failures if c.status == status]
 
     @property
+    def trained_steps(self) -> range:
+        """The steps of the window in the trained range (checked as trained)."""
+        last = -1 if self.trained_through is None else self.trained_through
+        return range(self.steps.start, max(self.steps.start, min(self.steps.stop, last + 1)))
+
+    @property
     def exit_code(self) -> int:
-        """0 verified, 1 mismatch, 2 cannot check (missing records, unreadable lines), 3 fetched but not trained."""
+        """0 verified, 1 mismatch, 2 cannot check (or nothing trained in the window), 3 a gap."""
         if self.count("mismatch"):
             return EXIT_MISMATCH
-        if self.count("no-ledger") or any(p.fatal for p in self.problems) or not sum(self.counts.values()):
+        if self.count("no-ledger") or any(p.fatal for p in self.problems) or not self.trained_steps:
             return EXIT_CANNOT_CHECK
         if self.count("untrained"):
             return EXIT_UNTRAINED
@@ -135,33 +85,95 @@ class RunVerification:
 
 
 class CheckedRun(Protocol):
-    """What :func:`verify_run` needs of a run (a :class:`loaders.run.Run`)."""
+    """What :func:`verify_run` needs of a run (a :class:`loaders.run.Run`, or a run of another kind)."""
 
     name: str
 
     @property
+    def total_steps(self) -> int | None: ...
+
+    @property
     def ledger(self) -> Ledger: ...
+
+    def world_size_at(self, step: int) -> int: ...
+
+    def world_size_history(self) -> list[WorldSizeSpan]: ...
+
+    def batch(self, step: int, rank: int = 0, *, world_size: int | None = None) -> Batch: ...
 
     def global_batch(self, step: int) -> Iterator[Batch]: ...
 
     def compare(self, batch: Batch) -> Verification: ...
 
 
-def verify_run(run: CheckedRun, steps: range) -> RunVerification:
-    """Check every (step, rank) of ``steps`` under the world size in force at each step.
+def _in_force(run: CheckedRun, entries: list[LedgerEntry]) -> list[LedgerEntry]:
+    """The entries recorded under the world size in force at their step (others belong to superseded attempts)."""
+    history = run.world_size_history()  # read once: a run may have millions of entries
+    starts = [span.start_step for span in history]
 
-    >>> verify_run(run, range(100)).exit_code   # doctest: +SKIP
+    def in_force(step: int) -> int:
+        span = bisect.bisect_right(starts, step) - 1
+        return history[span].world_size if span >= 0 else 1
+
+    return [e for e in entries if e.world_size == in_force(e.step)]
+
+
+def trained_through(run: CheckedRun) -> int | None:
+    """The last step any rank marked trained under the world size in force then (None: no step was).
+
+    >>> trained_through(run)   # doctest: +SKIP
+    11
+    """
+    trained = [e.step for e in _in_force(run, run.ledger.entries()) if e.trained]
+    return max(trained) if trained else None
+
+
+def verify_run(run: CheckedRun, steps: range | None = None) -> RunVerification:
+    """Check the (step, rank)s of ``steps`` (default: the whole run) under the world size in force at each step:
+    recompute and compare every one in the trained range and every prefetched one; count those not reached.
+
+    >>> verify_run(run).exit_code   # doctest: +SKIP
     0
     """
-    counts: dict[str, int] = {}
-    failures = []
-    for step in steps:
+    entries = _in_force(run, run.ledger.entries())
+    trained = [e.step for e in entries if e.trained]
+    last = max(trained) if trained else None
+    logged_through = getattr(run, "logged_through", None)  # runs that log batches elsewhere (replayed runs) say how far
+    if logged_through is not None:
+        last = logged_through()
+    if steps is None:
+        end = run.total_steps if run.total_steps is not None else max((e.step + 1 for e in entries), default=0)
+        steps = range(end)
+    report = RunVerification(run.name, steps, last, {}, [], run.ledger.problems())
+    for step in report.trained_steps:
         for batch in run.global_batch(step):
-            check = run.compare(batch)
-            counts[check.status] = counts.get(check.status, 0) + 1
-            if check.status not in ("verified", "replayed"):
-                failures.append(check)
-    return RunVerification(run.name, steps, counts, failures, run.ledger.problems())
+            _count(report, run.compare(batch))
+    beyond = max(report.trained_steps.stop, steps.start)
+    prefetched = 0
+    for entry in entries:
+        if entry.step in steps and entry.step >= beyond:
+            check = run.compare(run.batch(entry.step, entry.rank, world_size=entry.world_size))
+            _count(report, dataclasses.replace(check, status="prefetched") if check.status == "untrained" else check)
+            prefetched += 1
+    report.counts["not-reached"] = _pairs(run, range(beyond, max(beyond, steps.stop))) - prefetched
+    return report
+
+
+def _count(report: RunVerification, check: Verification) -> None:
+    report.counts[check.status] = report.counts.get(check.status, 0) + 1
+    if check.status not in ("verified", "replayed"):
+        report.failures.append(check)
+
+
+def _pairs(run: CheckedRun, steps: range) -> int:
+    """How many (step, rank) pairs ``steps`` hold under the world sizes in force (arithmetic over the spans)."""
+    history = run.world_size_history()
+    total = 0
+    for i, span in enumerate(history):
+        end = history[i + 1].start_step if i + 1 < len(history) else steps.stop
+        lo, hi = max(span.start_step, steps.start), min(end, steps.stop)
+        total += max(0, hi - lo) * span.world_size
+    return total
 
 
 def step_ranges(checks: list[Verification]) -> Iterator[tuple[int, int, range]]:

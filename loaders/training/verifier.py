@@ -1,4 +1,4 @@
-"""The verifier: a run's ledger, and recomputed batches compared with what it recorded (:mod:`loaders.training.verification`).
+"""The verifier: a run's ledger, and recomputed batches compared with what it recorded (:mod:`loaders.training.comparison`).
 
 >>> verifier = Verifier(storage.join(run.directory, "ledger"), recompute)   # doctest: +SKIP
 >>> verifier.verify(3, rank=0).status                                      # doctest: +SKIP
@@ -10,8 +10,8 @@ from __future__ import annotations
 from typing import Callable
 
 from ..sampling.batch import Batch
+from .comparison import Verification, compare_with_ledger
 from .ledger import Ledger
-from .verification import Verification, compare_with_ledger
 
 
 class Verifier:

@@ -13,8 +13,11 @@ from fastapi.testclient import TestClient
 from app import urls
 from app.factory import create_app
 from app.settings import Settings
-from loaders import Catalog
+from app.templating import count
+from loaders import Catalog, Pack, ReadPlan, Source, Tokenize
 from loaders.forensics.realized_mixture import measured_steps
+from loaders.run.facade import Run
+from loaders.run.manifest import create_manifest
 from tests.app.dom import soup
 from tests.browser.conftest import serving
 from tests.support.local_client import local_client
@@ -116,3 +119,28 @@ def test_a_shard_that_cannot_be_read_shows_in_the_mixture_panel_not_as_a_broken_
             data = client.get(urls.api(urls.run("mixed"))).json()
             assert data["mixture"] is None and data["mixture_error"] == message
             assert data["sources"] and data["total_steps"] == STEPS  # the rest of the run page is there
+
+
+def test_run_page_shows_repeated_tokens_and_the_padding_after_each_streams_epochs(tmp_path: Path) -> None:
+    catalog = build_mixture_catalog(tmp_path)
+    tokenize = [Tokenize("text", tokenizer="words")]
+    sources = [Source(f"{n}@v1", weight=w, transforms=tokenize) for n, w in zip(NAMES, (5, 2, 1))]
+    plan = ReadPlan(sources, seed=2, global_batch_size=4, epochs=1, streams=2, transforms=[Pack(seq_len=9)])
+    runs = {fmt: Run(catalog, create_manifest(catalog, f"epochs-{fmt}", plan, as_format=fmt)) for fmt in (3, 4)}
+    client = local_client(create_app(Settings(root=catalog.root, flags_path=str(tmp_path / "flags.sqlite"))))
+    for fmt, run in runs.items():
+        waste = run.packing_waste()
+        panel = soup(client.get(urls.run(run.name))).select_one("p.packing")
+        assert panel.select_one(".repeated").get_text() == count(waste.repeated_tokens, "repeated token")
+        packing = client.get(urls.api(urls.run(run.name))).json()["packing"]
+        assert (packing["repeated_tokens"], packing["after_epochs"]) == (waste.repeated_tokens, waste.after_epochs)
+        if fmt == 3:  # the run ended with its slowest stream: the others had started their second epoch
+            assert waste.repeated_tokens > 0 and panel.select_one(".after-epochs") is None
+        else:  # each token once; the streams that finished first padded the last steps, and the page says so
+            assert waste.repeated_tokens == 0 and waste.after_epochs > 0
+            shown = panel.select_one(".after-epochs").get_text()
+            assert shown == count(waste.after_epochs, "all-padding sequence") + " after their stream's epochs"
+            last = run.total_steps - 1  # the last step holds such sequences: its pages show them as padding
+            assert any(s.inputs["padding"] == 9 for s in run.batch(last, 0, world_size=1).samples)
+            assert client.get(urls.step(run.name, last)).status_code == 200
+            assert client.get(urls.rank(run.name, last, 0)).status_code == 200

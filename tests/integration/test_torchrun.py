@@ -1,5 +1,7 @@
-"""torchrun on 2 ranks, SIGKILL mid-run, resume on 1 rank: every step trained exactly once (by the digests of the
-tensors each rank's model step received), and the ledger equals one uninterrupted run."""
+"""torchrun on 2 ranks checkpointing every 4 steps (rank 0 writes the state after a barrier), SIGKILLed right after a
+checkpoint, resumed on 1 rank: every trained (step, rank) has its ledger record (so ``verify`` checks every one), every
+step was trained exactly once (by the digests of the tensors each rank's model step received), and the ledger equals
+one uninterrupted run."""
 
 from __future__ import annotations
 
@@ -23,8 +25,8 @@ pytestmark = pytest.mark.slow
 SCRIPT = Path(__file__).resolve().parents[1] / "support" / "torchrun_train.py"
 
 
-def _torchrun(nproc: int, root: str, run: str, state: Path, *, sleep: float) -> subprocess.Popen:
-    command = torchrun_command(str(SCRIPT), root, run, str(state), "--sleep", str(sleep), nproc=nproc)
+def _torchrun(nproc: int, root: str, run: str, state: Path, *options: str) -> subprocess.Popen:
+    command = torchrun_command(str(SCRIPT), root, run, str(state), *options, nproc=nproc)
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
     return subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 
@@ -35,7 +37,7 @@ def test_sigkill_and_elastic_resume_matches_one_uninterrupted_run(tmp_path):
     run = catalog.create_run("job", ReadPlan([Source("corpus@v1")], seed=11, global_batch_size=4, steps=40, streams=2))
     state = tmp_path / "state" / "reader.json"
 
-    first = _torchrun(2, catalog.root, "job", state, sleep=0.15)
+    first = _torchrun(2, catalog.root, "job", state, "--every", "4", "--pause-after", "12")
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
         if state.exists() and json.loads(state.read_text())["step"] >= 12:
@@ -46,19 +48,23 @@ def test_sigkill_and_elastic_resume_matches_one_uninterrupted_run(tmp_path):
         first.kill()
         pytest.fail("first torchrun did not reach step 12")
     victim = int((state.parent / "pid-2-1").read_text())
-    os.kill(victim, signal.SIGKILL)
+    os.kill(victim, signal.SIGKILL)  # right after the checkpoint: rank 1 never saved a state itself
     output = first.communicate(timeout=120)[0]
     assert first.returncode != 0, output
     saved = json.loads(state.read_text())
-    assert 12 <= saved["step"] < 40 and saved["world_size"] == 2
+    assert saved["step"] == 12 and saved["world_size"] == 2
+    # Every (step, rank) the checkpoint says is trained has its record: verify checks all 24 (no step is missing).
+    before = _verify(catalog.root)
+    assert before.returncode == 0, before.stdout + before.stderr
+    assert "24 verified, 0 mismatched, 0 without a ledger entry" in before.stdout and "trained through step 11;" in before.stdout
 
-    second = _torchrun(1, catalog.root, "job", state, sleep=0.0)
+    second = _torchrun(1, catalog.root, "job", state, "--max-steps", "36")  # 4 fewer than the plan
     output = second.communicate(timeout=180)[0]
     assert second.returncode == 0, output
 
     run = catalog.run("job")
     assert [(s.start_step, s.world_size) for s in run.world_size_history()] == [(0, 2), (saved["step"], 1)]
-    for step in range(run.total_steps):
+    for step in range(36):
         world_size = run.world_size_at(step)
         for rank in range(world_size):
             entry = run.ledger.entry(step, rank, world_size)
@@ -67,15 +73,15 @@ def test_sigkill_and_elastic_resume_matches_one_uninterrupted_run(tmp_path):
     # The combined run read exactly what one uninterrupted single-rank run reads.
     combined = [
         key
-        for step in range(40)
+        for step in range(36)
         for rank in range(run.world_size_at(step))
         for key in run.ledger.entry(step, rank, run.world_size_at(step)).keys
     ]
-    uninterrupted = [s.key for step in range(40) for s in run.batch(step, 0, world_size=1).samples]
+    uninterrupted = [s.key for step in range(36) for s in run.batch(step, 0, world_size=1).samples]
     assert combined == uninterrupted
     # Each rank's model received exactly the batches of one uninterrupted run: the killed job's steps before the saved
     # state (later ones were rolled back with it), then the resumed job's.
-    for world_size, rank, steps in [(2, 0, range(saved["step"])), (2, 1, range(saved["step"])), (1, 0, range(saved["step"], 40))]:
+    for world_size, rank, steps in [(2, 0, range(saved["step"])), (2, 1, range(saved["step"])), (1, 0, range(saved["step"], 36))]:
         got = [(r["step"], r["digest"]) for r in received(state.parent / f"received-w{world_size}-r{rank}") if r["step"] in steps]
         expected = []
         for step in steps:
@@ -83,8 +89,14 @@ def test_sigkill_and_elastic_resume_matches_one_uninterrupted_run(tmp_path):
             lengths = [float(len(record["text"])) for record in batch.records]
             expected.append((step, tensor_digest(batch.indices, lengths)))
         assert got == expected, (world_size, rank)
-    cli = subprocess.run(
-        [str(Path(sys.executable).parent / "batchscope"), "verify", "job", "--root", catalog.root], capture_output=True, text=True
-    )
+    cli = _verify(catalog.root)
     assert cli.returncode == 0, cli.stdout + cli.stderr
-    assert "0 mismatched, 0 without a ledger entry, 0 fetched but not trained, 0 unreadable" in cli.stdout
+    # The plain command checks every trained pair; the steps after max_steps are not reached, which fails nothing.
+    assert "48 verified, 0 mismatched, 0 without a ledger entry, 0 fetched but not trained, 0 unreadable" in cli.stdout
+    assert "0 prefetched, 4 not reached (trained through step 35;" in cli.stdout
+
+
+def _verify(root: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [str(Path(sys.executable).parent / "batchscope"), "verify", "job", "--root", root], capture_output=True, text=True
+    )

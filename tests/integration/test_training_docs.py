@@ -28,8 +28,10 @@ def test_the_training_examples_run_and_verify(tmp_path, section):
     script = tmp_path / "example.py"
     script.write_text(_example(section))
     finish(start(script, cwd=tmp_path))
-    result = verify_cli(run, "--steps", f"0:{STEPS}")
+    result = verify_cli(run)  # the plain command: the job trained 8 of the run's 16 steps
     assert result.exit_code == 0, result.output
-    assert f"{STEPS} verified" in result.output
+    assert f"{STEPS} verified, 0 mismatched, 0 without a ledger entry, 0 fetched but not trained" in result.output
     beyond = run.ledger.entry(STEPS, 0, 1)  # Lightning prefetches one batch past max_steps: fetched, never trained
     assert beyond is None or not beyond.trained
+    prefetched = int(beyond is not None)
+    assert f"{prefetched} prefetched, {16 - STEPS - prefetched} not reached (trained through step {STEPS - 1};" in result.output

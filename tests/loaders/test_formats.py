@@ -16,7 +16,7 @@ import pytest
 from loaders import Catalog, InvalidPlan, Pack, ReadPlan, Shuffle, Source, Tokenize
 from loaders.order.mixture import apportion
 from loaders.run.facade import Run
-from loaders.run.manifest import READ_FORMAT, fingerprint, stored_plan_json
+from loaders.run.manifest import READ_FORMAT, create_manifest, fingerprint, stored_plan_json
 from loaders.sampling.batch import Address, Batch, Document, Sample
 from loaders.training.legacy import batch_digests_v1
 from loaders.transforms.media import RandomResizedCrop
@@ -73,7 +73,7 @@ def _as_format(manifest: dict, fmt: int, **resolved_changes) -> dict:
     counts, apportioned weights over ``mixture_block`` and stored packs without
     a strategy (fixed blocks were the only one).
     """
-    drop = {"read_format", "cycle_steps", "token_counts"}
+    drop = {"read_format", "cycle_steps", "token_counts", "mixture_exact"}
     resolved = {k: v for k, v in manifest["resolved"].items() if k not in drop}
     plan = manifest["plan"]
     resolved["counts"] = apportion([s["weight"] for s in resolved["sources"]], plan["mixture_block"])
@@ -202,3 +202,152 @@ def test_reopening_a_format_1_run_keeps_it_and_a_plan_it_cannot_mean_is_refused(
     assert reopened.read_format == 1 and reopened.batch(5, 0, world_size=1).keys == FORMAT_1_KEYS[5]
     with pytest.raises(InvalidPlan, match="different plan"):
         catalog.create_run("r", ReadPlan([Source("alpha@v1")], seed=8, global_batch_size=8, steps=12, streams=4), exist_ok=True)
+
+
+#: Runs of read format 3 (the format before exact mixtures and epoch boundaries), as batchscope created and read them
+#: then: the resolved numbers, the documents of every sample at a few steps, the last sample's token ids, the waste.
+FORMAT_3 = {
+    "mixed": {
+        "total_steps": 40,
+        "counts": [717, 307],
+        "cycle_steps": 128,
+        "chunks": [5, 5],
+        "keys": {
+            "0": ["alpha-47", "alpha-45", "beta-13", "alpha-17", "alpha-53", "beta-5", "alpha-27", "alpha-26"],
+            "1": ["alpha-46", "alpha-79", "beta-14", "alpha-15", "alpha-80", "beta-4", "alpha-25", "beta-17"],
+            "20": ["alpha-34", "alpha-63", "beta-26", "alpha-66", "alpha-49", "beta-23", "alpha-13", "alpha-50"],
+            "39": ["alpha-82", "alpha-83", "beta-10", "alpha-0", "alpha-34", "beta-9", "alpha-91", "beta-21"],
+        },
+        "ids": {},
+        "waste": None,
+    },
+    "packed-epochs": {
+        "total_steps": 24,
+        "counts": [683, 341],
+        "cycle_steps": 256,
+        "chunks": [6, 1],
+        "keys": {
+            "0": ["alpha-52 alpha-75", "beta-25 beta-7", "alpha-36 alpha-37 alpha-38", "alpha-38 alpha-40"],
+            "1": ["alpha-75 alpha-77 alpha-72", "beta-18 beta-10", "alpha-40 alpha-41 alpha-39", "alpha-39 alpha-23"],
+            "12": ["alpha-5 alpha-88 alpha-84", "beta-1 beta-18", "alpha-28 alpha-24 alpha-26", "alpha-26 alpha-70 alpha-25"],
+            "23": ["alpha-91", "beta-20 beta-23", "alpha-46 alpha-34 alpha-45", "beta-11 beta-3 beta-30"],
+        },
+        "ids": {
+            "0": [47, 4, 2, 5, 5, 5, 5, 0, 3, 49, 4, 2, 5, 5, 5, 5],
+            "1": [48, 4, 2, 5, 5, 5, 5, 5, 0, 3, 32, 4, 2, 5, 5, 5],
+            "12": [2, 5, 5, 5, 5, 5, 5, 0, 3, 79, 4, 2, 5, 0, 3, 34],
+            "23": [5, 5, 0, 3, 12, 4, 2, 5, 5, 5, 5, 0, 3, 39, 4, 2],
+        },
+        "waste": [1495, 41, 96],
+    },
+    "packed-steps": {
+        "total_steps": 30,
+        "counts": [616, 410],
+        "cycle_steps": 171,
+        "chunks": [4, 1],
+        "keys": {
+            "0": ["alpha-47 alpha-67", "beta-1 beta-21", "alpha-73 alpha-75", "beta-18 beta-11", "alpha-10 alpha-8", "alpha-8 alpha-9"],
+            "1": ["alpha-67 alpha-44", "beta-21 beta-27", "alpha-75 alpha-74", "beta-11 beta-28", "alpha-11 alpha-56", "beta-9 beta-13"],
+            "15": [
+                "alpha-15 alpha-87",
+                "beta-22 beta-20",
+                "alpha-32 alpha-4",
+                "beta-11 beta-15 beta-8",
+                "alpha-69 alpha-76",
+                "alpha-76 alpha-68",
+            ],
+            "29": [
+                "alpha-41 alpha-19",
+                "beta-20 beta-8",
+                "alpha-27 alpha-25",
+                "beta-1 beta-7",
+                "alpha-93 alpha-84 alpha-87",
+                "beta-26 beta-1",
+            ],
+        },
+        "ids": {
+            "0": [2, 5, 5, 0, 3, 18, 4, 2, 5, 5, 5, 0],
+            "1": [3, 18, 4, 2, 5, 5, 5, 0, 3, 22, 4, 2],
+            "15": [5, 5, 0, 3, 77, 4, 2, 5, 5, 5, 5, 5],
+            "29": [5, 0, 3, 10, 4, 2, 5, 5, 0, 0, 0, 0],
+        },
+        "waste": [2109, 51, 180],
+    },
+}
+
+
+def _format_3_plans() -> dict[str, ReadPlan]:
+    tokenize = [Tokenize("text", tokenizer="words")]
+    return {
+        "mixed": ReadPlan(
+            [Source("alpha@v1", weight=0.7), Source("beta@v1", weight=0.3)],
+            seed=9,
+            global_batch_size=8,
+            steps=40,
+            streams=4,
+            shuffle=Shuffle(chunk_size=5, window_chunks=2),
+        ),
+        "packed-epochs": ReadPlan(
+            [Source("alpha@v1", weight=2.0, transforms=tokenize), Source("beta@v1", weight=1.0, transforms=tokenize)],
+            seed=4,
+            global_batch_size=4,
+            epochs=1,
+            streams=2,
+            transforms=[Pack(seq_len=16)],
+        ),
+        "packed-steps": ReadPlan(
+            [Source("alpha@v1", weight=0.6, transforms=tokenize), Source("beta@v1", weight=0.4, transforms=tokenize)],
+            seed=6,
+            global_batch_size=6,
+            steps=30,
+            streams=3,
+            transforms=[Pack(seq_len=12)],
+        ),
+    }
+
+
+@pytest.mark.parametrize("name", sorted(FORMAT_3))
+def test_a_format_3_run_reads_what_it_read_then(tmp_path, name):
+    catalog = alpha_beta_catalog(tmp_path / "catalog")
+    plan, golden = _format_3_plans()[name], FORMAT_3[name]
+    run = Run(catalog, create_manifest(catalog, name, plan, as_format=3))
+    resolved = run.manifest["resolved"]
+    assert run.read_format == 3 and "mixture_exact" not in resolved
+    assert (resolved["total_steps"], resolved["counts"], resolved["cycle_steps"]) == (
+        golden["total_steps"],
+        golden["counts"],
+        golden["cycle_steps"],
+    )
+    assert [s["chunk"] for s in resolved["sources"]] == golden["chunks"]
+    for step, keys in golden["keys"].items():
+        batch = run.batch(int(step), 0, world_size=1)
+        assert [" ".join(d.key for d in s.documents) for s in batch.samples] == keys
+        if golden["ids"]:
+            assert batch.samples[-1].inputs["input_ids"] == golden["ids"][step]
+    waste = run.packing_waste()
+    assert (None if waste is None else [waste.document_tokens, waste.padding_tokens, waste.sequences]) == golden["waste"]
+    reopened = catalog.create_run(name, plan, exist_ok=True)  # the same plan reopens it in its own format
+    assert reopened.read_format == 3 and reopened.fingerprint == run.fingerprint
+
+
+def test_a_format_3_epoch_run_repeats_tokens_and_says_how_many_while_format_4_delivers_each_once(tmp_path):
+    catalog = alpha_beta_catalog(tmp_path / "catalog")
+    plan = _format_3_plans()["packed-epochs"]
+    for fmt in (3, 4):
+        run = Run(catalog, create_manifest(catalog, f"epochs-{fmt}", plan, as_format=fmt))
+        delivered: dict[tuple[str, int], int] = {}
+        padding_only = 0
+        for step in range(run.total_steps):
+            for sample in run.batch(step, 0, world_size=1).samples:
+                padding_only += sample.inputs["padding"] == 16
+                for doc in sample.documents:
+                    if doc.span is not None:
+                        delivered[(doc.key, doc.epoch)] = delivered.get((doc.key, doc.epoch), 0) + doc.span["end"] - doc.span["start"]
+        repeated = sum(n for (_, epoch), n in delivered.items() if epoch >= 1)
+        waste = run.packing_waste()
+        assert waste.repeated_tokens == repeated and waste.document_tokens == sum(delivered.values())
+        if fmt == 3:  # the run ends when its slowest stream finishes: the others start their second epoch
+            assert repeated > 0 and waste.after_epochs == 0
+        else:  # every stream stops at its own epoch boundary: each token once, the rest is padding and says so
+            assert repeated == 0 and {epoch for _, epoch in delivered} == {0}
+            assert waste.after_epochs == padding_only > 0 and f"{padding_only} sequence(s) of streams that had delivered" in waste.note

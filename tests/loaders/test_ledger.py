@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import threading
 import time
 from pathlib import Path
@@ -68,3 +69,36 @@ def test_the_flush_timer_writes_the_tail_of_an_idle_writer_and_stops_on_close(ru
     assert json.loads(path.read_text().splitlines()[-1])["metrics"] == {"loss": 9.0}
     writer.close()
     assert not any(t.name == "batchscope-ledger-flush" for t in threading.enumerate())
+
+
+def _fsynced(monkeypatch) -> list[str]:
+    """Paths fsynced from now on (the real ``os.fsync`` runs; the list records which file each call synced)."""
+    synced: list[str] = []
+    real = os.fsync
+
+    def fsync(fd: int) -> None:
+        synced.append(os.readlink(f"/proc/self/fd/{fd}"))
+        real(fd)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    return synced
+
+
+def test_a_saved_state_is_never_ahead_of_the_ledger(tmp_path, monkeypatch):
+    run = text_run(tmp_path, steps=8, global_batch_size=2, rows=40, trained=False)
+    path = _path(run)
+    synced = _fsynced(monkeypatch)
+    with run.reader(0, 1, flush_seconds=3600) as reader:  # the timer never fires: marks and states do the writing
+        for batch in reader:
+            if batch.step % 2:
+                reader.log(batch.step, loss=1.0)
+                # A mark is on disk as it is made (another rank's checkpoint may rely on it), before any state.
+                assert Ledger(str(path.parent)).entry(batch.step, 0, 1).trained
+            if batch.step % 3 == 2:
+                synced.clear()
+                state = reader.state_dict()
+                # The state's steps are trained in the file, and the file was fsynced before the state was returned.
+                on_disk = Ledger(str(path.parent))
+                assert all(on_disk.entry(s, 0, 1).trained for s in range(state["step"]))
+                assert str(path) in synced
+    assert sum(e.trained for e in Ledger(str(path.parent)).entries()) == 8

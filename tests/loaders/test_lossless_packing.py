@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from loaders import Catalog, CorruptData, Pack, ReadPlan, Shuffle, Source, Tokenize
 from loaders.transforms.user import UserFunction
-from tests.support.readpath import words_tokenizer_json, write_text_dataset
+from tests.support.readpath import assert_partition, assert_resumes_identically, words_tokenizer_json, write_text_dataset
 
 NAMES = ["alpha", "beta", "gamma"]
 
@@ -115,13 +115,16 @@ def test_an_epoch_plan_reads_each_document_once_and_reports_its_waste(catalog):
     for step in range(run.total_steps):
         for sample in run.batch(step, 0, world_size=1).samples:
             for doc in sample.documents:
-                if doc.epoch == 0:
+                if doc.span is not None:  # an all-padding sequence names a document it does not hold
+                    assert doc.epoch == 0
                     seen[doc.key] += doc.span["end"] - doc.span["start"]
-    assert seen == lengths
+    assert seen == lengths  # every token once, none twice
     waste = run.packing_waste()
-    assert waste.exact and waste.dropped_tokens == 0
+    assert waste.exact and waste.dropped_tokens == 0 and waste.repeated_tokens == 0
+    assert waste.document_tokens == sum(lengths.values())
     assert waste.document_tokens + waste.padding_tokens == waste.sequences * 32
-    assert waste.padding_tokens < 2 * 32  # at most one partial sequence per stream per epoch
+    # One partial sequence per stream, plus the sequences of a stream that finished its epoch before the other did.
+    assert waste.padding_tokens < (2 + waste.after_epochs) * 32
 
 
 def test_fixed_block_packing_stays_available_and_reports_what_it_drops(catalog):
@@ -281,3 +284,11 @@ def test_runs_created_before_record_counts_reopen_as_the_same_run(catalog):
     (Path(run.directory) / "run.json").write_text(json.dumps(old.manifest))
     again = catalog.create_run(run.name, _plan([1, 2], 16, 2, 2), exist_ok=True)
     assert "record_token_counts" not in again.manifest["resolved"] and again.batch(2, 0).keys == run.batch(2, 0).keys
+
+
+def test_an_epoch_plan_keeps_every_world_size_and_resume_identical_through_its_padded_tail(catalog):
+    run = catalog.create_run(f"p{next(_names)}", _plan([2, 1, 1], 12, 4, 4, epochs=1))
+    tail = [step for step in range(run.total_steps) if any(s.inputs["padding"] == 12 for s in run.batch(step, 0, world_size=1).samples)]
+    assert tail and tail[-1] == run.total_steps - 1  # the streams that finished first pad the last steps
+    assert_partition(run, [2, 4], tail + [0, run.total_steps // 2])
+    assert_resumes_identically(run, 1, 2, stop_after=tail[0] - 1)

@@ -10,6 +10,7 @@ import pytest
 from loaders import Catalog, Pack, ReadPlan, Shuffle, Source, Tokenize
 from loaders.forensics.realized_mixture import MAX_WINDOWS, measure, measured_steps, realized_mixture, step_mix, window_bounds
 from loaders.run.facade import Run
+from loaders.run.manifest import READ_FORMAT, create_manifest
 from tests.loaders.test_formats import _as_format
 from tests.support.mixture import NAMES, build_mixture_catalog
 
@@ -24,7 +25,7 @@ def catalog(tmp_path_factory) -> Catalog:
 _names = iter(range(10**9))
 
 
-def _run(catalog: Catalog, weights, *, batch=6, streams=3, steps=14, tokenize=False, pack=None, fmt=3, **extra) -> Run:
+def _run(catalog: Catalog, weights, *, batch=6, streams=3, steps=14, tokenize=False, pack=None, fmt=READ_FORMAT, **extra) -> Run:
     sources = [Source(f"{n}@v1", weight=float(w), transforms=TOKENIZE if tokenize else []) for n, w in zip(NAMES, weights)]
     plan = ReadPlan(
         sources,
@@ -36,8 +37,10 @@ def _run(catalog: Catalog, weights, *, batch=6, streams=3, steps=14, tokenize=Fa
         mixture_block=64,
         transforms=[pack] if pack is not None else [],
     )
-    run = catalog.create_run(f"mix-{next(_names)}", plan)
-    return run if fmt == 3 else Run(catalog, _as_format(run.manifest, fmt, **extra))
+    name = f"mix-{next(_names)}"
+    if fmt >= 3:
+        return Run(catalog, create_manifest(catalog, name, plan, as_format=fmt))
+    return Run(catalog, _as_format(catalog.create_run(name, plan).manifest, fmt, **extra))
 
 
 def _forward(run: Run) -> tuple[np.ndarray, np.ndarray]:
@@ -60,7 +63,7 @@ def _windows(mix, field: str) -> np.ndarray:
 
 @pytest.mark.parametrize(
     "weights, batch, streams, fmt",
-    [([5, 2, 1], 6, 3, 3), ([1, 1, 3], 8, 2, 3), ([5, 2, 1], 6, 3, 2), ([2, 1, 1], 8, 4, 1), ([3, 1], 4, 1, 2)],
+    [([5, 2, 1], 6, 3, 4), ([1, 1, 3], 8, 2, 4), ([5, 2, 1], 6, 3, 3), ([5, 2, 1], 6, 3, 2), ([2, 1, 1], 8, 4, 1), ([3, 1], 4, 1, 2)],
 )
 def test_unpacked_sample_counts_equal_a_forward_count_for_every_step_and_window(catalog, weights, batch, streams, fmt):
     run = _run(catalog, weights, batch=batch, streams=streams, fmt=fmt)
@@ -116,7 +119,7 @@ def test_lossless_packed_run_counts_sequences_and_document_tokens_exactly(catalo
     assert _windows(coarse, "tokens").tolist() == [tokens[w.start : w.end].sum(axis=0).tolist() for w in coarse.windows]
 
 
-@pytest.mark.parametrize("fmt", [2, 3])
+@pytest.mark.parametrize("fmt", [2, 3, 4])
 def test_fixed_block_packed_run_counts_documents_of_the_measured_steps_and_says_so(catalog, fmt):
     pack = Pack(seq_len=16, docs_per_block=8, strategy="block")
     extra = {"sequences_per_block": 4} if fmt == 2 else {}
@@ -165,7 +168,7 @@ def test_long_runs_are_summed_by_period_without_reading(catalog):
     cycle = huge.step_mixture.cycle
     per_cycle = huge.manifest["resolved"]["counts"]  # whole cycles hold exactly the apportioned counts
     whole, rest = divmod(10**9, cycle)
-    tail = sum(huge.step_mixture.step_counts(t) for t in range(rest))
+    tail = sum((huge.step_mixture.step_counts(t) for t in range(rest)), np.zeros(3, dtype=np.int64))
     assert list(totals.samples) == [whole * c + int(t) for c, t in zip(per_cycle, tail)]
 
 

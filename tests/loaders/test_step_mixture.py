@@ -1,4 +1,5 @@
-"""Every global batch carries the mixture weights (read format 3), for any weights, batch size, streams and world size."""
+"""Every global batch carries the mixture weights (read formats 3–4), for any weights, batch size, streams and world
+size; in read format 4 every prefix of steps holds them too (the weights exactly, never rounded to a block)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from loaders import Catalog, InvalidPlan, ReadPlan, Source
-from loaders.order.mixture import apportion
+from loaders.order.mixture import apportion, cycle_fits, exact_cycle, exact_weight
 from loaders.order.step_mixture import StepMixture, pfair_extras
 from tests.support.readpath import write_text_dataset
 
@@ -112,16 +113,60 @@ def test_the_reported_plan_is_mixed_at_every_step(catalog):
 
 
 def test_a_weight_too_small_for_one_step_is_honoured_over_the_smallest_window(catalog):
-    plan = ReadPlan([Source("alpha@v1", weight=0.999), Source("beta@v1", weight=0.001)], seed=3, global_batch_size=64, steps=64)
+    plan = ReadPlan([Source("alpha@v1", weight=0.999), Source("beta@v1", weight=0.001)], seed=3, global_batch_size=64, steps=250)
     run = catalog.create_run(f"m{next(_names)}", plan)
-    beta = [_source_counts(run.batch(step, 0, world_size=1), ["alpha", "beta"])[1] for step in range(64)]
-    assert set(beta) == {0, 1} and sum(beta) == 4  # one sample in every 16 steps (1 of 1024 positions)
-    assert all(sum(beta[t : t + 16]) == 1 for t in range(0, 64, 16))
-    with pytest.raises(InvalidPlan, match="raise mixture_block"):
+    assert run.step_mixture.cycle == 125  # 0.001 × 64 × 125 = 8 samples: the fewest steps where the share is whole
+    beta = [_source_counts(run.batch(step, 0, world_size=1), ["alpha", "beta"])[1] for step in range(250)]
+    assert set(beta) == {0, 1} and sum(beta) == 16  # 0.064 a step: one sample in about every 16 steps, exactly
+    assert all(abs(sum(beta[:t]) - Fraction(64, 1000) * t) < 1 for t in range(251))
+    with pytest.raises(InvalidPlan, match=r"cannot be held exactly: .* only over 156250 steps .* give weights with fewer decimals"):
         catalog.create_run(
             f"m{next(_names)}",
-            ReadPlan([Source("alpha@v1", weight=0.9999), Source("beta@v1", weight=0.0001)], seed=3, global_batch_size=64, steps=4),
+            ReadPlan([Source("alpha@v1", weight=0.8765433), Source("beta@v1", weight=0.1234567)], seed=3, global_batch_size=64, steps=4),
         )
+
+
+@st.composite
+def written_weights(draw):
+    """Weights as people write them: integers, or decimals with up to 3 digits; a batch size and its streams."""
+    digits = draw(st.integers(0, 3))
+    weights = [n / 10**digits if digits else n for n in draw(st.lists(st.integers(1, 5 * 10**digits), min_size=2, max_size=6))]
+    batch = draw(st.integers(1, 300))
+    return weights, batch, _divisor(draw, batch)
+
+
+@settings(max_examples=150, deadline=None)
+@given(written_weights(), st.integers(1, 3000))
+def test_every_prefix_of_steps_holds_each_weight_within_one_sample(case, steps):
+    weights, batch, streams = case
+    cycle, counts = exact_cycle(weights, batch)
+    if not cycle_fits(cycle, batch):
+        return  # refused when a run is created (see above)
+    mixture = StepMixture.build(counts, cycle, batch, streams)
+    per_step = np.stack([mixture.step_counts(t) for t in range(cycle)])[np.arange(steps) % cycle]
+    exact = [exact_weight(w) for w in weights]
+    denominator = math.lcm(*(w.denominator for w in exact))
+    a = np.asarray([int(w * denominator) for w in exact], dtype=np.int64)  # weights as integers over one denominator
+    total = int(a.sum())
+    # Every step: each source's count is the floor or the ceiling of its share w × B.
+    assert ((per_step * total >= (batch * a) // total * total) & (per_step * total <= -(-(batch * a) // total) * total)).all()
+    # Every prefix of t steps: each source's count is within one sample of w × B × t (|C·W − t·B·a| < W).
+    cumulative = np.cumsum(per_step, axis=0)
+    t = np.arange(1, steps + 1, dtype=np.int64)[:, None]
+    assert (np.abs(cumulative * total - t * batch * a[None, :]) < total).all()
+    assert (per_step.sum(axis=1) == batch).all()
+
+
+@pytest.mark.parametrize("weights", [[0.5, 0.3, 0.2], [0.47, 0.31, 0.22]])
+def test_the_mixtures_that_drifted_in_read_format_3_hold_after_2000_steps(catalog, weights):
+    names = NAMES[:3]
+    plan = ReadPlan([Source(f"{n}@v1", weight=w) for n, w in zip(names, weights)], seed=1, global_batch_size=32, steps=2000)
+    run = catalog.create_run(f"m{next(_names)}", plan)
+    mixture = run.step_mixture
+    per_step = np.stack([mixture.step_counts(t) for t in range(mixture.cycle)])[np.arange(2000) % mixture.cycle]
+    drift = np.cumsum(per_step, axis=0) - np.arange(1, 2001)[:, None] * 32 * np.asarray(weights)[None, :]
+    assert np.abs(drift).max() < 1  # read format 3 (apportioned over 1024 positions): 12.8 and 35.9 samples
+    assert _source_counts(run.batch(1999, 0, world_size=1), names) == per_step[1999].tolist()
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -147,10 +192,13 @@ def test_runs_mix_every_step_at_every_world_size(catalog, weights, batch, data):
         return
     shares = _shares([float(w) for w in weights], batch)
     world_sizes = [w for w in range(1, streams + 1) if streams % w == 0]
+    so_far = [0] * len(weights)
     for step in range(12):
         whole = run.batch(step, 0, world_size=1)
         for s, count in enumerate(_source_counts(whole, names)):
             assert math.floor(shares[s]) <= count <= math.ceil(shares[s])
+            so_far[s] += count
+            assert abs(so_far[s] - shares[s] * (step + 1)) < 1  # and every prefix of steps (read format 4)
         for world_size in world_sizes:
             joined = []
             for rank in range(world_size):
@@ -181,3 +229,20 @@ def test_one_draw_in_plain_integers_is_the_vectorized_draw(rows, chunk, rates, w
         if rate and draws:
             records, epochs = order.records(stream, np.asarray(draws))
             assert [order.record(stream, d) for d in draws] == list(zip(records.tolist(), epochs.tolist()))
+
+
+def test_row_weights_too_fine_for_an_exact_cycle_are_rounded_and_the_run_says_so(tmp_path):
+    catalog = Catalog(tmp_path / "catalog")
+    write_text_dataset(catalog, "big", 2050, row_group=500, shards=1)
+    write_text_dataset(catalog, "small", 2049, row_group=500, shards=1)
+    sources = [Source("big@v1"), Source("small@v1")]  # no weights: 2050/4099 of 256 is whole only every 4099 steps
+    run = catalog.create_run("rows", ReadPlan(sources, seed=1, global_batch_size=256, steps=4))
+    resolved = run.manifest["resolved"]
+    assert resolved["mixture_exact"] is False and resolved["cycle_steps"] == 4 and resolved["counts"] == apportion([2050, 2049], 1024)
+    weighted = [Source("big@v1", weight=2050), Source("small@v1", weight=2049)]
+    with pytest.raises(InvalidPlan, match=r"cannot be held exactly: .* only over 4099 steps \(1049344 positions"):
+        catalog.create_run("weighted", ReadPlan(weighted, seed=1, global_batch_size=256, steps=4))
+    exact = catalog.create_run(
+        "exact", ReadPlan([Source("big@v1", weight=2), Source("small@v1", weight=1)], seed=1, global_batch_size=256, steps=4)
+    )
+    assert exact.manifest["resolved"]["mixture_exact"] is True and exact.step_mixture.cycle == 3  # 2/3 × 256 × 3 is whole

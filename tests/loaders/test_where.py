@@ -7,6 +7,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from loaders import Catalog, Pack, ReadPlan, Run, SampleNotFound, Shuffle, Source, Tokenize
+from loaders.run.manifest import create_manifest
 from loaders.sampling.where import where_read
 from tests.loaders.test_formats import _as_format
 from tests.support.readpath import Reads, forward_reads, words_tokenizer_json, write_text_dataset
@@ -150,3 +151,24 @@ def test_epochs_are_listed_a_page_at_a_time(catalog):
     assert first.reads + rest.reads == everything.reads and rest.next_epoch is None
     with pytest.raises(SampleNotFound, match="record 9 is outside"):
         where_read(run, 0, 9)
+
+
+@pytest.mark.parametrize("fmt, epochs, streams", [(4, 1, 2), (4, 2, 4), (3, 1, 2)])
+def test_an_epoch_run_inverts_exactly_including_streams_that_stopped_at_their_epoch_boundary(catalog, fmt, epochs, streams):
+    plan = ReadPlan(
+        [Source(f"{n}@v1", weight=float(w), transforms=TOKENIZE) for n, w in zip(NAMES, (3, 1, 2))],
+        seed=8,
+        global_batch_size=4,
+        epochs=epochs,
+        streams=streams,
+        shuffle=Shuffle(chunk_size=2, window_chunks=2),
+        transforms=[Pack(seq_len=10)],
+    )
+    run = Run(catalog, create_manifest(catalog, f"ep{next(_names)}", plan, as_format=fmt))
+    assert run.read_format == fmt
+    if fmt == 4:  # every stream reads its epochs and no further: the reads of every record are exactly `epochs`
+        assert (
+            run.packing_waste().after_epochs > 0
+            and run.packing_waste().repeated_tokens * epochs == run.packing_waste().document_tokens * (epochs - 1)
+        )
+    _assert_inverts(run, [1, streams])

@@ -1,4 +1,9 @@
-"""A real distributed training script for the torchrun tests: gloo all-reduce, ledger, saved reader state."""
+"""A real distributed training script for the torchrun tests: gloo all-reduce, ledger, saved reader state.
+
+A checkpoint every ``--every`` steps is the common pattern: a barrier, then rank 0 alone takes the loader's state and
+writes it (the other ranks' ledgers must already hold what it describes). ``--pause-after S`` stalls rank 0 right after
+the first checkpoint at step S or later (the test kills the job there); ``--max-steps N`` stops after N steps.
+"""
 
 from __future__ import annotations
 
@@ -23,6 +28,9 @@ def main() -> None:
     parser.add_argument("state")
     parser.add_argument("--sleep", type=float, default=0.0)
     parser.add_argument("--workers", type=int, default=1)
+    parser.add_argument("--every", type=int, default=1)
+    parser.add_argument("--pause-after", type=int, default=-1)
+    parser.add_argument("--max-steps", type=int, default=-1)
     args = parser.parse_args()
 
     dist.init_process_group("gloo")
@@ -49,12 +57,17 @@ def main() -> None:
             dist.all_reduce(weight)
             weight /= world_size
             loader.log(batch["step"], loss=float(loss))
-            saved = loader.state_dict()  # every rank: flushes its ledger up to here
-            dist.barrier()  # a checkpoint is collective: all ledgers are on disk before the state is
-            if rank == 0:
-                tmp = state_path.with_suffix(".tmp")
-                tmp.write_text(json.dumps(saved))
-                os.replace(tmp, state_path)
+            step = int(batch["step"]) + 1  # steps trained
+            if step % args.every == 0:
+                dist.barrier()  # every rank has trained (and marked) the steps the checkpoint covers
+                if rank == 0:
+                    tmp = state_path.with_suffix(".tmp")
+                    tmp.write_text(json.dumps(loader.state_dict()))
+                    os.replace(tmp, state_path)
+                    if 0 <= args.pause_after <= step:
+                        time.sleep(120)  # killed here, right after the checkpoint
+            if step == args.max_steps:
+                break
             time.sleep(args.sleep)
     dist.barrier()
     dist.destroy_process_group()
