@@ -16,24 +16,17 @@ import torch
 
 from loaders.errors import ChecksumMismatch, InvalidPlan, MissingExtra, NotFound, RankOutOfRange, StateMismatch, StepOutOfRange
 from loaders.replay.olmo import OlmoReplay
-from tests.support.olmo_run import REPO, built_once, received, train, write_corpus, write_spec
+from tests.support.olmo_run import REPO, built_once, received, train_run_and_resumption, write_corpus
 
 pytestmark = pytest.mark.slow
 RANKS = 2
-
-
-def _train_both(folder: Path) -> None:
-    corpus = write_corpus(folder / "data")
-    train(write_spec(folder / "run", corpus), ranks=RANKS)
-    step25 = folder / "run" / "checkpoints" / "step25"
-    train(write_spec(folder / "resumed", corpus, ranks=1, load_path=str(step25)), ranks=1)
 
 
 @pytest.fixture(scope="session")
 def olmo_run(tmp_path_factory) -> Path:
     """A real OLMo-core training run (2 ranks, 2 epochs, checkpoints at steps 25, 50, 60) and its resumption from step
     25 on 1 rank, with what every rank received at every step; trained once per test session."""
-    return built_once(tmp_path_factory.getbasetemp(), "olmo-run", _train_both)
+    return built_once(tmp_path_factory.getbasetemp(), "olmo-run", train_run_and_resumption)
 
 
 @pytest.fixture(scope="session")
