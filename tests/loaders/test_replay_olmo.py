@@ -6,17 +6,15 @@ from __future__ import annotations
 
 import json
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
 
-from loaders.errors import ChecksumMismatch, InvalidPlan, MissingExtra, NotFound, RankOutOfRange, StateMismatch, StepOutOfRange
+from loaders.errors import ChecksumMismatch, InvalidPlan, NotFound, RankOutOfRange, StateMismatch, StepOutOfRange
 from loaders.replay.olmo import OlmoReplay
-from tests.support.olmo_run import REPO, built_once, received, train_run_and_resumption, write_corpus
+from tests.support.olmo_run import built_once, received, train_run_and_resumption, write_corpus
 
 pytestmark = pytest.mark.slow
 RANKS = 2
@@ -231,20 +229,6 @@ def test_steps_ranks_and_world_sizes_outside_the_run_are_refused(replay):
     with pytest.raises(RankOutOfRange, match="rank 2 is not below the data-parallel world size 2"):
         replay.batch(0, 2)
     assert len(replay.batch(0, 3, dp_world_size=4).instances) == 1
-
-
-def test_a_missing_olmo_core_is_one_line_naming_the_extra(replay, monkeypatch):
-    monkeypatch.setitem(sys.modules, "olmo_core.data", None)
-    with pytest.raises(MissingExtra) as refused:
-        OlmoReplay.attach(replay.checkpoint.path, work_dir=replay.work_dir)
-    assert "pip install 'batchscope[olmo]'" in _one_line(refused)
-
-
-def test_the_module_imports_without_olmo_core():
-    code = "import sys; sys.modules['olmo_core'] = None; import loaders.replay.olmo; print('torch' in sys.modules)"
-    done = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=60)
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.strip() == "False"
 
 
 def _iterate_olmo_core(dataset, *, ranks: int, seed: int, global_batch_size: int, epochs: int, work_dir: Path, workers: int) -> dict:

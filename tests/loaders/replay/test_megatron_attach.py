@@ -99,6 +99,8 @@ def test_every_iteration_and_rank_of_the_attached_runs_is_what_megatron_gave_the
         work = Path(root) / "indexes" / "replay" / run.manifest["arrays"]["key"]
         assert not list(work.rglob("*.npy")), "attaching over the run's cached indexes builds nothing"
     assert [s.ref for s in catalog.run("blend").sources] == ["alpha", "beta"]
+    beside = shared / "data" / "beta" / "cache" / "GPTDataset_indices"  # a run without --data-cache-path caches there
+    assert {Path(p.path).parent for p in catalog.run("rampup").pins} == {beside}
 
 
 def test_every_page_and_command_works_on_the_attached_run(root, tmp_path):
