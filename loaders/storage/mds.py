@@ -18,6 +18,7 @@ lossless PNG. ``ndarray`` columns of a fixed dtype and one dimension are lists o
 from __future__ import annotations
 
 import bz2
+import functools
 import gzip
 import io
 import json
@@ -145,23 +146,35 @@ def decode_sample(sample: bytes | memoryview, codecs: list[Codec], where: str) -
 
 
 # -- the shard format ------------------------------------------------------------------------------------------------
+@functools.lru_cache(maxsize=64)
+def _entries(index: str, size: int, mtime_ns: int) -> dict[str, dict[str, Any]]:
+    """The shards an ``index.json`` lists, by the normalized path of their raw file (parsed once per version of it)."""
+    try:
+        with open(index, encoding="utf-8") as handle:
+            shards = json.load(handle).get("shards")
+    except (OSError, ValueError, AttributeError) as exc:
+        raise RegistrationError(f"{index}: not a readable MDS index ({exc})") from None
+    folder = os.path.dirname(index)
+    out = {}
+    for entry in shards if isinstance(shards, list) else []:
+        raw = (entry.get("raw_data") or {}).get("basename") if isinstance(entry, dict) else None
+        if raw:
+            out[os.path.normpath(os.path.join(folder, raw))] = entry
+    return out
+
+
 def index_entry(uri: str) -> tuple[str, dict[str, Any]]:
     """``(index.json path, the entry describing the raw shard at uri)``, from the nearest ``index.json`` above it."""
     folder = os.path.dirname(uri)
     for _ in range(4):
         index = os.path.join(folder, "index.json")
         if os.path.isfile(index):
-            try:
-                with open(index, encoding="utf-8") as handle:
-                    shards = json.load(handle).get("shards")
-            except (OSError, ValueError, AttributeError) as exc:
-                raise RegistrationError(f"{index}: not a readable MDS index ({exc})") from None
-            for entry in shards if isinstance(shards, list) else []:
-                raw = (entry.get("raw_data") or {}).get("basename") if isinstance(entry, dict) else None
-                if raw and os.path.normpath(os.path.join(folder, raw)) == os.path.normpath(uri):
-                    if entry.get("format") != "mds":
-                        raise RegistrationError(f"{index}: shard {raw} is of format {entry.get('format')!r}, not mds")
-                    return index, entry
+            stat = os.stat(index)
+            entry = _entries(index, stat.st_size, stat.st_mtime_ns).get(os.path.normpath(uri))
+            if entry is not None:
+                if entry.get("format") != "mds":
+                    raise RegistrationError(f"{index}: shard {os.path.basename(uri)} is of format {entry.get('format')!r}, not mds")
+                return index, dict(entry)
         folder = os.path.dirname(folder)
     raise RegistrationError(f"{uri}: no index.json beside it (or above it) lists this MDS shard")
 

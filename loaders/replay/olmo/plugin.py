@@ -81,6 +81,14 @@ def _span(d: Any) -> dict[str, int]:
     }
 
 
+def _pinned(pins: Sequence[Any], shown: int = 12) -> str:
+    """The files OLMo-core's replay pinned (label masks, Dolma metadata; token files are the catalog version)."""
+    others = [p for p in pins if p.role != "tokens"]
+    listed = "; ".join(f"{p.role} {p.path} ({p.checksum[7:19]}…)" for p in others[:shown])
+    more = f"; and {len(others) - shown} more" if len(others) > shown else ""
+    return f"{len(pins)} file(s) checked by 64 KiB segments on every read; besides the token files: {listed or 'none'}{more}"
+
+
 class OlmoRunReplay:
     """An OLMo-core run behind the replay interface: OLMo-core's batches, instances' documents addressed in the
     token files' catalog version and checked against it."""
@@ -198,7 +206,7 @@ class OlmoRunReplay:
                 f"NumpyFSLDataLoader: global batch {r.global_batch_size} tokens = {r.instances_per_batch} instances, seed {r.seed}, "
                 f"{r.batches_per_epoch} batches per epoch over {r.dp_world_size} data-parallel rank(s)",
             ),
-            ("pinned", f"{len(r.pins)} token, label-mask and document-metadata file(s), each checked by 64 KiB segments"),
+            ("pinned", _pinned(r.pins)),
             ("step", f"step s is OLMo-core's trainer step s + 1 ({r.total_steps} steps); rank r is data-parallel rank r"),
             (
                 "library",
