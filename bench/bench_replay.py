@@ -59,13 +59,36 @@ def _steps(total: int, where: str, count: int) -> list[int]:
     return list(range(start, min(total, start + count)))
 
 
-def _lookups(run: Any, count: int) -> dict[str, Any]:
+def lookups(run: Any, count: int) -> dict[str, Any]:
+    """Medians of a replayed run's ``replay.samples(step, rank)`` and ``run.batch(step, rank)`` at its first, middle
+    and last steps (rank ``step mod world size``), whichever framework read it."""
     replay = run.replay
     found: dict[str, Any] = {}
     for where in ("first", "middle", "last"):
         steps = _steps(run.total_steps, where, count)
-        found[f"lookup_{where}"] = harness.time_calls(lambda s: replay.samples(s, s % WORLD), steps, warmup=2).to_json()
-        found[f"batch_{where}"] = harness.time_calls(lambda s: run.batch(s, s % WORLD), steps[: max(5, count // 4)], warmup=2).to_json()
+        found[f"lookup_{where}"] = harness.time_calls(lambda s: replay.samples(s, s % run.world_size_at(s)), steps, warmup=2).to_json()
+        batches = steps[: max(5, count // 4)]
+        found[f"batch_{where}"] = harness.time_calls(lambda s: run.batch(s, s % run.world_size_at(s)), batches, warmup=2).to_json()
+    return found
+
+
+def attached(catalog_root: Path, framework: str, argv: list[str], *, count: int) -> dict[str, Any]:
+    """``batchscope attach FRAMEWORK`` into a fresh catalog (timed), then :func:`lookups` through the attached run: what
+    the inspector's pages call, for the frameworks whose own replays have benchmarks of their own."""
+    from loaders import Catalog
+    from loaders.replay.attach import attach
+
+    shutil.rmtree(catalog_root, ignore_errors=True)
+    start = time.perf_counter()
+    attach(Catalog(catalog_root), framework, "bench", argv)
+    attach_s = time.perf_counter() - start
+    run = Catalog(catalog_root).run("bench")
+    start = time.perf_counter()
+    run.replay.prepare()  # a fresh process checks its derived files once (found built: nothing is rebuilt)
+    reopen_s = time.perf_counter() - start
+    found = {"framework": framework, "attach_s": round(attach_s, 2), "reopen_check_s": round(reopen_s, 2), "steps": run.total_steps}
+    found.update(lookups(run, count))
+    found["lookup_flatness"] = harness.ratio(found["lookup_last"]["median_ms"], found["lookup_first"]["median_ms"])
     return found
 
 
@@ -175,7 +198,7 @@ def run(workdir: Path, *, quick: bool) -> dict[str, Any]:
         ArrayStore._build = original  # type: ignore[method-assign]
     draw_s = _framework_draw(n)
     run_ = Catalog(root).run("first")
-    lookups = _lookups(run_, count)
+    looked = lookups(run_, count)
     reach = min(TARGET_STEP, first.total_steps)
     forward_s = _fast_forward(n, reach)
     per_step = _iterate_loader(corpus, 200 if quick else 1000)
@@ -192,7 +215,7 @@ def run(workdir: Path, *, quick: bool) -> dict[str, Any]:
         "arrays_built_first": built_first,
         "arrays_built_again": built_again,
         "framework_draw_s": round(draw_s, 2),
-        **lookups,
+        **looked,
         "fast_forward_steps": reach,
         "fast_forward_s": round(forward_s, 3),
         "fast_forward_1e5_s_extrapolated": round(forward_s * TARGET_STEP / reach, 3),

@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from . import harness
+from . import bench_replay, harness
 
 NAME = "replay_megatron"
 GOAL_MS = 1.0
@@ -112,6 +112,10 @@ def run(workdir: Path, *, quick: bool) -> dict[str, Any]:
     resume = harness.time_repeated(lambda: _resume_at(replay, last, rank=0), repeat=5, warmup=1)
     replay_all_ranks = harness.time_repeated(lambda: [replay.batch(last, r) for r in range(ranks)], repeat=20, warmup=2)
 
+    through = bench_replay.attached(
+        root / "catalog", "megatron", _argv(root / "data", root / "run-cache", train_iters=TARGET_ITERATION), count=20 if quick else 100
+    )
+
     per_rank = args.global_batch_size // ranks
     results = [
         {
@@ -130,6 +134,7 @@ def run(workdir: Path, *, quick: bool) -> dict[str, Any]:
             "replay_iteration_s_all_ranks": replay_all_ranks.to_json(),
             "megatron_import_s": round(import_s, 2),
         },
+        {"system": "batchscope attach megatron (the replayed run the pages read)", **through},
         {
             "system": "megatron-core DataLoader + Megatron-LM pretraining sampler (rank 0)",
             "iterated_iterations": drawn,
@@ -144,6 +149,7 @@ def run(workdir: Path, *, quick: bool) -> dict[str, Any]:
         "open without cache / megatron's own index build": harness.ratio(open_building_s, build_s),
         "megatron iterate to 1e5 (extrapolated) / replay all ranks at 1e5": harness.ratio(iterate_to_target_s, replay_all_ranks.median),
         "megatron resume at 1e5 (rank 0) / replay rank 0 at 1e5": harness.ratio(resume.median, final.median),
+        "attached run: samples(step, rank) last / first step (flatness)": through["lookup_flatness"],
     }
     worst = max(first.median, final.median) * 1e3
     goals = {
@@ -170,6 +176,8 @@ def run(workdir: Path, *, quick: bool) -> dict[str, Any]:
         notes=[
             f"settings: {SETTINGS}, --train-iters {TARGET_ITERATION}, NullTokenizer; corpus of random documents (8..400 tokens)",
             "lookups exclude megatron-core's import (megatron_import_s, once per process)",
+            "attached run: samples(step, rank) is MegatronReplay.batch plus each sample's tokens compared with its documents' "
+            "checked bytes in the prefix's catalog version; run.batch adds making the page's Batch (documents, keys)",
             f"iterate_to_1e5_s_extrapolated = the measured time of the first {drawn} iterations x {TARGET_ITERATION} / {drawn} (not run)",
             "resume = Megatron-LM restarting from a checkpoint saved at that iteration: its sampler starts at consumed_samples",
             "Megatron-LM's MegatronPretrainingSampler is not on PyPI; the sampler is the statement-for-statement transcription "

@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from . import harness, peers
+from . import bench_replay, harness, peers
 
 NAME = "replay_olmo"
 SEQUENCE = 64
@@ -168,6 +168,8 @@ def run(workdir: Path, *, quick: bool) -> dict[str, Any]:
     same = same_batch(fast_forward(loader, target)[1], replay.batch(target, 1).batch)
     iterate_to_target_s = per_batch_s * target
     replay_ms = lookups["batch_target"]["median_ms"]
+    argv = ["--checkpoint", str(root / "config.json"), "--dp-world-size", str(RANKS)]
+    through = bench_replay.attached(root / "catalog", "olmo", argv, count=30 if quick else 100)
     results = [
         {
             "system": "batchscope OlmoReplay",
@@ -190,12 +192,14 @@ def run(workdir: Path, *, quick: bool) -> dict[str, Any]:
             "fast_forward_to_target": forward.to_json(),
             "same_batch_as_replay_at_target": same,
         },
+        {"system": "batchscope attach olmo (the replayed run the pages read)", **through},
     ]
     ratios = {
         "locate last step / first step (flatness)": harness.ratio(
             lookups["locate_last"]["median_ms"], lookups["locate_first"]["median_ms"]
         ),
         "batch last step / first step (flatness)": harness.ratio(lookups["batch_last"]["median_ms"], lookups["batch_first"]["median_ms"]),
+        "attached run: samples(step, rank) last / first step (flatness)": through["lookup_flatness"],
         f"OLMo-core iterating to step {at} (extrapolated) / replay batch at {at}": harness.ratio(iterate_to_target_s * 1e3, replay_ms),
         f"OLMo-core fast-forward to step {at} / replay batch at {at}": harness.ratio(forward.median * 1e3, replay_ms),
         "replay global indices build / OLMo-core's own build (2 epochs)": harness.ratio(prepare_s, olmo_build_s),

@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from . import harness
+from . import bench_replay, harness
 
 NAME = "replay_streaming"
 BATCH = 8
@@ -155,6 +155,8 @@ def run(workdir: Path, *, quick: bool) -> dict[str, Any]:
     iterate_steps = 300 if quick else 2000
     iterated = harness.isolated("bench.bench_replay_streaming:streaming_iterate", timeout=timeout, local=local, steps=iterate_steps)
     looked = lookups(local, str(cache), count=50 if quick else 300)
+    argv = ["--stream", local, "--launch", f"batch_size={BATCH}", "--epochs", "1", "--shuffle", "--shuffle-seed", str(SEED)]
+    through = bench_replay.attached(root / "catalog", "streaming", [*argv, "--num-canonical-nodes", "1"], count=30 if quick else 100)
     same = cold.get("texts") is not None and cold.get("texts") == resumed.get("texts") == warm.get("texts")
     iterate_s = None
     if iterated.get("status") == "ok":
@@ -172,6 +174,7 @@ def run(workdir: Path, *, quick: bool) -> dict[str, Any]:
             None if resumed.get("seconds") is None else resumed["seconds"] * 1e3, looked["random_steps_decoded"]["median_ms"]
         ),
         "lookup flatness: last step / step 0": flat,
+        "attached run: samples(step, rank) last / first step (flatness)": through["lookup_flatness"],
     }
     return harness.document(
         NAME,
@@ -182,6 +185,7 @@ def run(workdir: Path, *, quick: bool) -> dict[str, Any]:
         },
         results=[
             {"system": "batchscope replay", "what": "lookup once the epoch's order exists", **looked},
+            {"system": "batchscope attach streaming", "what": "the replayed run the pages read: samples(step, rank), run.batch", **through},
             {"system": "batchscope replay", "what": f"fresh process, no cached order: open + decoded batch at step {label}", **cold},
             {"system": "batchscope replay", "what": f"fresh process, cached order: open + decoded batch at step {label}", **warm},
             {"system": "mosaicml-streaming", "what": f"resume from a state dict at step {label} + first batch", **resumed},

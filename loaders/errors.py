@@ -154,7 +154,8 @@ class PinnedFileChanged(ReplayError):
 
 
 class FrameworkMissing(ReplayError):
-    """The framework a replay calls is not installed; names the pip extra that installs it."""
+    """The framework a replay calls is not installed: one line naming what is missing and the pip extra that installs
+    it (every replay raises it through :func:`loaders.replay.framework.missing_extra`)."""
 
     status = 424
 
@@ -163,9 +164,3 @@ class WhereUnsupported(ReplayError):
     """A run's read order cannot be inverted (where was a sample read); the message says why, in one line."""
 
     status = 422
-
-
-class MissingExtra(BatchscopeError, ImportError):
-    """An optional framework package is not installed; the message names the extra that installs it."""
-
-    status = 501

@@ -8,69 +8,20 @@ sizes of its variable-size columns, then every column's bytes in order.
 
 from __future__ import annotations
 
-import bz2
-import gzip
-import io
 import json
 import os
 import struct
-from typing import Any, Callable, Iterator, Mapping, Unpack
+from typing import Any, Iterator, Mapping, Unpack
 
 import pyarrow as pa
 
 from ..catalog.store import CatalogStore
 from ..catalog.version import DatasetVersion
-from ..errors import RegistrationError
+from ..errors import CorruptData, RegistrationError
+from ..storage.mds import Codec, column_codec, decode_sample, decompress
 from .writer import ImportOptions, write_files
 
-IMAGE = pa.struct([("bytes", pa.binary()), ("path", pa.string())])
-#: MDS encoding → (Arrow type, fixed size in bytes or None, decode bytes → value).
-_NUMBERS = {
-    "int": ("<q", pa.int64()), "int8": ("<b", pa.int8()), "int16": ("<h", pa.int16()), "int32": ("<i", pa.int32()),
-    "int64": ("<q", pa.int64()), "uint8": ("<B", pa.uint8()), "uint16": ("<H", pa.uint16()),
-    "uint32": ("<I", pa.uint32()), "uint64": ("<Q", pa.uint64()), "float16": ("<e", pa.float32()),
-    "float32": ("<f", pa.float32()), "float64": ("<d", pa.float64()),
-}  # fmt: skip
 _BATCH = 256
-
-
-def _number(fmt: str) -> Callable[[bytes], Any]:
-    return lambda data: struct.unpack(fmt, data)[0]
-
-
-def _pil_as_png(data: bytes) -> dict[str, Any]:
-    """The ``pil`` encoding (width, height, mode, raw pixels) as a lossless PNG."""
-    from PIL import Image
-
-    width, height, mode_size = struct.unpack("<III", data[:12])
-    mode = data[12 : 12 + mode_size].decode("utf-8")
-    out = io.BytesIO()
-    Image.frombytes(mode, (width, height), data[12 + mode_size :]).save(out, format="PNG")
-    return {"bytes": out.getvalue(), "path": None}
-
-
-def _column(encoding: str) -> tuple[pa.DataType, int | None, Callable[[bytes], Any]]:
-    if encoding in _NUMBERS:
-        fmt, type_ = _NUMBERS[encoding]
-        return type_, struct.calcsize(fmt), _number(fmt)
-    simple: dict[str, tuple[pa.DataType, Callable[[bytes], Any]]] = {
-        "bytes": (pa.binary(), bytes),
-        "str": (pa.string(), lambda d: d.decode("utf-8")),
-        "json": (pa.string(), lambda d: json.dumps(json.loads(d.decode("utf-8")), ensure_ascii=False)),
-        "str_int": (pa.int64(), lambda d: int(d.decode("utf-8"))),
-        "str_float": (pa.float64(), lambda d: float(d.decode("utf-8"))),
-        "str_decimal": (pa.string(), lambda d: d.decode("utf-8")),
-        "jpeg": (IMAGE, lambda d: {"bytes": bytes(d), "path": None}),
-        "png": (IMAGE, lambda d: {"bytes": bytes(d), "path": None}),
-        "pil": (IMAGE, _pil_as_png),
-    }
-    if encoding in simple:
-        type_, decode = simple[encoding]
-        return type_, None, decode
-    why = "pickled objects can run code when loaded" if encoding == "pkl" else "not supported by this importer"
-    raise RegistrationError(
-        f"MDS encoding {encoding!r} is {why}; supported: {', '.join(sorted([*_NUMBERS, *simple]))} (convert that column first, or drop it)"
-    )
 
 
 def _index(root: str) -> list[dict[str, Any]]:
@@ -95,17 +46,6 @@ def _index(root: str) -> list[dict[str, Any]]:
     return shards
 
 
-def _decompress(data: bytes, compression: str, path: str, size: int) -> bytes:
-    algorithm = compression.split(":", 1)[0]
-    if algorithm == "zstd":
-        return pa.decompress(data, decompressed_size=size, codec="zstd").to_pybytes()
-    if algorithm == "gz":
-        return gzip.decompress(data)
-    if algorithm == "bz2":
-        return bz2.decompress(data)
-    raise RegistrationError(f"{path}: compression {compression!r} is not supported (zstd, gz, bz2 are)")
-
-
 def _shard_bytes(root: str, shard: Mapping[str, Any]) -> tuple[str, bytes]:
     raw = shard.get("raw_data") or {}
     raw_path = os.path.join(root, str(raw.get("basename", "")))
@@ -117,34 +57,23 @@ def _shard_bytes(root: str, shard: Mapping[str, Any]) -> tuple[str, bytes]:
         if zipped.get("basename") and shard.get("compression"):
             zip_path = os.path.join(root, str(zipped["basename"]))
             with open(zip_path, "rb") as handle:
-                return zip_path, _decompress(handle.read(), str(shard["compression"]), zip_path, int(raw.get("bytes", 0)))
+                return zip_path, decompress(handle.read(), str(shard["compression"]), zip_path, int(raw.get("bytes", 0)))
     except OSError as exc:
         raise RegistrationError(f"{raw_path}: cannot be read ({exc.strerror or exc})") from exc
     raise RegistrationError(f"{raw_path}: shard file missing")
 
 
-def _samples(data: bytes, path: str, columns: list[tuple[pa.DataType, int | None, Callable[[bytes], Any]]]) -> Iterator[list[Any]]:
+def _samples(data: bytes, path: str, columns: list[Codec]) -> Iterator[list[Any]]:
     (count,) = struct.unpack_from("<I", data, 0)
     offsets = struct.unpack_from(f"<{count + 1}I", data, 4)
     for row in range(count):
         begin, end = offsets[row], offsets[row + 1]
         if not 0 < begin <= end <= len(data):
             raise RegistrationError(f"{path} sample {row}: offsets {begin}..{end} lie outside the file ({len(data)} bytes)")
-        sample = memoryview(data)[begin:end]
-        variable = [c for c in columns if c[1] is None]
-        sizes = list(struct.unpack_from(f"<{len(variable)}I", sample, 0))
-        at = 4 * len(variable)
-        values = []
-        for _type, fixed, decode in columns:
-            size = fixed if fixed is not None else sizes.pop(0)
-            if at + size > len(sample):
-                raise RegistrationError(f"{path} sample {row}: a column runs past the sample's end")
-            try:
-                values.append(decode(bytes(sample[at : at + size])))
-            except (ValueError, struct.error, OSError) as exc:
-                raise RegistrationError(f"{path} sample {row}: cannot decode a column ({exc})") from exc
-            at += size
-        yield values
+        try:
+            yield decode_sample(memoryview(data)[begin:end], columns, f"{path} sample {row}")
+        except CorruptData as exc:
+            raise RegistrationError(exc.message) from None
 
 
 def import_mds(
@@ -167,7 +96,7 @@ def import_mds(
         root = os.path.dirname(root)
     shards = _index(root)
     names, encodings = shards[0].get("column_names") or [], shards[0].get("column_encodings") or []
-    columns = [_column(str(e)) for e in encodings]
+    columns = [column_codec(str(e)) for e in encodings]
     schema = pa.schema([(n, c[0]) for n, c in zip(names, columns)])
     by_path = {os.path.join(root, str((s.get("raw_data") or {}).get("basename", ""))): s for s in shards}
 

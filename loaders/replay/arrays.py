@@ -13,6 +13,8 @@ gives other bytes than the run recorded is refused, naming the array (the framew
 [0, 1, 2, 3, 4]
 >>> (store.built, sorted(store.digests))
 (['order'], ['order'])
+>>> store.facts("pins", lambda: {"a.npy": "sha256:01"})
+{'a.npy': 'sha256:01'}
 """
 
 from __future__ import annotations
@@ -22,8 +24,9 @@ import io
 import json
 import logging
 import os
+import shutil
 import threading
-from typing import Callable
+from typing import Any, Callable
 
 import numpy as np
 
@@ -95,6 +98,31 @@ class ArrayStore:
         self._open[name] = found
         return found
 
+    def facts(self, name: str, build: Callable[[], Any]) -> Any:
+        """JSON facts ``name`` a replay established when its run was attached (the checksums its framework's own code
+        pins files by, say): built at every attach (never reused from another run), then read back and checked
+        against the digest the run recorded; missing or changed, they are refused (attach the run again)."""
+        path = os.path.join(self.directory, f"{name}.facts.json")
+        self._paths(name)
+        if self.recorded is None:
+            data = json.dumps(build(), sort_keys=True).encode()
+            existed = os.path.exists(path)
+            storage.write_bytes_atomic(path, data)
+            if not existed:
+                self.written.append(path)
+            self.digests[f"{name}.facts"] = hashlib.sha256(data).hexdigest()
+            return json.loads(data)
+        expected = self.recorded.get(f"{name}.facts")
+        try:
+            with open(path, "rb") as f:
+                data = f.read()
+        except OSError:
+            data = None
+        if expected is None or data is None or hashlib.sha256(data).hexdigest() != expected:
+            raise ReplayError(f"{path}: what the replay established when the run was attached is missing or changed; attach the run again")
+        self.digests[f"{name}.facts"] = expected
+        return json.loads(data)
+
     def _vouched(self, sidecar: str) -> str | None:
         try:
             with open(sidecar, encoding="utf-8") as f:
@@ -134,6 +162,9 @@ class ArrayStore:
     def discard_written(self) -> None:
         """Remove the files this store created (an attach that failed leaves nothing it wrote)."""
         for path in self.written:
+            if os.path.isdir(path):
+                shutil.rmtree(path, ignore_errors=True)  # a work folder this attach created
+                continue
             try:
                 os.unlink(path)
             except FileNotFoundError:

@@ -29,7 +29,7 @@ from ..errors import ReplayError
 from ..run.manifest import manifest_path, now, run_dir
 from .arrays import ArrayStore
 from .context import Context, arrays_key
-from .framework import Framework, framework
+from .framework import Framework, Shape, framework
 from .logged import logged_lines, parse_logged
 from .metrics import Point, check_points, ledger_lines, read_metrics
 from .pins import pin_file
@@ -60,6 +60,11 @@ class _Undo:
             self.arrays.discard_written()
         for name, version_id, refs in reversed(self.versions):
             catalog.withdraw_version(name, version_id, refs=refs)
+        for folder in (catalog.path("indexes", "replay"), catalog.path("indexes"), catalog.path(".attaching")):
+            try:
+                os.rmdir(folder)  # only when this attach left it empty
+            except OSError:
+                pass
 
 
 def _framework_versions(fw: Framework) -> dict[str, str]:
@@ -107,14 +112,14 @@ def attach(catalog: CatalogStore, framework_name: str, name: str, argv: Sequence
         points: list[Point] = []
         for path in imports.metrics:
             found = read_metrics(path, step_base=step_base)
-            check_points(found, where=path, steps=shape.total_steps, world_size=shape.world_size, step_base=step_base)
+            check_points(found, where=path, steps=shape.total_steps, world_size_at=shape.world_size_at, step_base=step_base)
             points += found
         logged = None
         if imports.batches is not None:
             if not os.path.isfile(imports.batches):
                 raise ReplayError(f"{imports.batches}: no such file of logged batches")
             with open(imports.batches, encoding="utf-8") as f:
-                logged = parse_logged(f, where=imports.batches, steps=shape.total_steps, world_size=shape.world_size)
+                logged = parse_logged(f, where=imports.batches, steps=shape.total_steps, world_size_at=shape.world_size_at)
         sources = [ReplaySource(v.name, v.name, v.id, v.rows, v.shard_format) for v in versions]
         pin_json = [p.to_json() for p in pins]
         manifest = {
@@ -128,11 +133,16 @@ def attach(catalog: CatalogStore, framework_name: str, name: str, argv: Sequence
             "sources": [s.to_json() for s in sources],
             "pins": pin_json,
             "arrays": {"key": key, "digests": dict(undo.arrays.digests)},
-            "shape": {"total_steps": shape.total_steps, "global_batch_size": shape.global_batch_size, "world_size": shape.world_size},
+            "shape": {
+                "total_steps": shape.total_steps,
+                "global_batch_size": shape.global_batch_size,
+                "world_size": shape.world_size,
+                "world_sizes": [list(span) for span in shape.world_sizes],
+            },
             "imports": {"metrics": [os.path.abspath(p) for p in imports.metrics], "step_base": step_base, "batches": imports.batches},
             "fingerprint": _fingerprint(fw.name, settings_json, sources, pin_json),
         }
-        folder = _assemble(catalog, name, manifest, points, logged, shape.world_size)
+        folder = _assemble(catalog, name, manifest, points, logged, shape)
         undo.folder = folder
         for item in prepared:
             manifest_name, version_id = item.manifest.name, item.manifest.id
@@ -159,13 +169,13 @@ def _assemble(
     manifest: dict[str, Any],
     points: list[Point],
     logged: dict[tuple[int, int], list[int]] | None,
-    world_size: int,
+    shape: Shape,
 ) -> str:
     """The run's folder, written aside (``.attaching/``): its manifest, ledger of metrics and logged batches."""
     folder = catalog.path(".attaching", f"{name}-{os.getpid()}")
     shutil.rmtree(folder, ignore_errors=True)
     os.makedirs(os.path.join(folder, "ledger"))
-    for rank, text in ledger_lines(points, world_size=world_size).items():
+    for (rank, world_size), text in ledger_lines(points, world_size_at=shape.world_size_at).items():
         with open(os.path.join(folder, "ledger", f"w{world_size}-r{rank}.jsonl"), "w", encoding="utf-8") as f:
             f.write(text)
     if logged is not None:

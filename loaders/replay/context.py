@@ -41,6 +41,18 @@ class Context:
     def array(self, name: str, build: Callable[[], np.ndarray]) -> np.ndarray:
         return self.arrays.array(name, build)
 
+    @property
+    def work_dir(self) -> str:
+        """``work/`` beside the replay's arrays: derived files a framework's own code writes and checks itself."""
+        path = os.path.join(self.arrays.directory, "work")
+        if not os.path.isdir(path):
+            os.makedirs(path, exist_ok=True)
+            self.arrays.written.append(path)
+        return path
+
+    def facts(self, name: str, build: Callable[[], Any]) -> Any:
+        return self.arrays.facts(name, build)
+
 
 def arrays_key(framework: str, settings: dict[str, Any], versions: Sequence[DatasetVersion], pins: Sequence[Pin]) -> str:
     """The key of a replay's derived arrays: everything they are a function of (framework, settings, pinned content).

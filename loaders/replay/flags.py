@@ -25,8 +25,15 @@ from ..errors import ReplayError
 class Flags(argparse.ArgumentParser):
     """A parser for one framework's attach flags."""
 
-    def __init__(self, framework: str, description: str | None = None) -> None:
-        super().__init__(prog=f"batchscope attach {framework} RUN", description=description, exit_on_error=False, allow_abbrev=False)
+    def __init__(self, framework: str, description: str | None = None, *, epilog: str | None = None) -> None:
+        super().__init__(
+            prog=f"batchscope attach {framework} RUN",
+            description=description,
+            epilog=epilog,
+            exit_on_error=False,
+            allow_abbrev=False,
+            formatter_class=argparse.RawDescriptionHelpFormatter,
+        )
         self.framework = framework
 
     def error(self, message: str) -> NoReturn:
@@ -41,6 +48,13 @@ class Flags(argparse.ArgumentParser):
         if extra:
             self.error(f"unrecognized arguments: {' '.join(extra)}")
         return namespace
+
+    def parse_known(self, argv: Sequence[str]) -> tuple[argparse.Namespace, list[str]]:
+        """The flags of ``argv`` this parser knows, and the rest (a framework's own arguments, read by its parser)."""
+        try:
+            return self.parse_known_args(list(argv))
+        except argparse.ArgumentError as exc:
+            self.error(str(exc))
 
 
 def positive(text: str) -> int:

@@ -27,17 +27,22 @@ The :class:`ReplayContext` a framework receives gives random access to its store
 the paths and checksums of its pinned files, and ``context.array(name, build)``: derived arrays (epoch orders,
 inverse indexes) built once, stored in the catalog under a key naming the settings and pinned files, and checked
 against their recorded digest whenever they are read, so attaching a run whose indexes are kept builds nothing.
+A framework whose own code keeps derived files (megatron-core's index builders, OLMo-core's global indices) keeps
+them in ``context.work_dir`` and checks them itself; ``context.facts(name, build)`` keeps what it established when
+the run was attached (the checksums its own code pins files by), its digest recorded in the run manifest.
 
 >>> sorted(FRAMEWORKS)
-['grain', 'hf', 'hf-trainer']
->>> extra_of("hf")
-'hf'
+['grain', 'hf', 'hf-trainer', 'megatron', 'olmo', 'streaming']
+>>> extra_of("megatron")
+'megatron'
 """
 
 from __future__ import annotations
 
 import importlib
 import importlib.util
+import os
+import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Protocol, Sequence, runtime_checkable
 
@@ -54,6 +59,9 @@ FRAMEWORKS: dict[str, str] = {
     "hf": "loaders.replay.hf:HuggingFace",
     "hf-trainer": "loaders.replay.hf_trainer:HuggingFaceTrainer",
     "grain": "loaders.replay.grain:Grain",
+    "megatron": "loaders.replay.megatron.plugin:Megatron",
+    "olmo": "loaders.replay.olmo.plugin:Olmo",
+    "streaming": "loaders.replay.streaming.plugin:Streaming",
 }
 
 
@@ -76,6 +84,22 @@ class Documents:
     def __post_init__(self) -> None:
         if not self.files:
             raise ReplayError(f"documents {self.name!r} name no files")
+
+
+def document_names(paths: Sequence[str]) -> list[str]:
+    """A catalog dataset name for each of several files or folders of documents: its own name, with its folder's
+    when two share one (and a number when that is not enough).
+
+    >>> document_names(["/data/wiki/text_document", "/data/books/text_document", "/data/code"])
+    ['wiki-text_document', 'books-text_document', 'code']
+    """
+
+    def clean(text: str) -> str:
+        return re.sub(r"[^A-Za-z0-9._-]+", "-", text).strip("-.")[:120] or "documents"
+
+    own = [clean(os.path.basename(os.path.normpath(p))) for p in paths]
+    names = [clean(f"{os.path.basename(os.path.dirname(os.path.normpath(p)))}-{b}") if own.count(b) > 1 else b for p, b in zip(paths, own)]
+    return [f"{n}-{i}" if names.count(n) > 1 else n for i, n in enumerate(names)]
 
 
 @dataclass(frozen=True)
@@ -122,17 +146,41 @@ class ReplayedSample:
 
 @dataclass(frozen=True)
 class Shape:
-    """How much a replayed run reads: its steps, the samples of one step across ranks, and its data-parallel ranks."""
+    """How much a replayed run reads: its steps, the samples of one step across ranks, and its data-parallel ranks.
+
+    ``world_sizes`` is the history of a run resumed on other worlds: ``(first step, world size)`` of each span, the
+    first at step 0 with ``world_size`` (empty: one world for the whole run).
+
+    >>> Shape(20, 8, 2, ((0, 2), (10, 4))).world_size_at(12)
+    4
+    """
 
     total_steps: int
     global_batch_size: int
     world_size: int
+    world_sizes: tuple[tuple[int, int], ...] = ()
 
     def __post_init__(self) -> None:
         for name in ("total_steps", "global_batch_size", "world_size"):
             value = getattr(self, name)
             if not isinstance(value, int) or value < 1:
                 raise ReplayError(f"a replay's {name.replace('_', ' ')} must be a positive integer, not {value!r}")
+        history = tuple((int(a), int(b)) for a, b in self.world_sizes) or ((0, self.world_size),)
+        starts = [a for a, _ in history]
+        if history[0] != (0, self.world_size) or starts != sorted(set(starts)) or any(b < 1 for _, b in history):
+            raise ReplayError(
+                f"a replay's world sizes must start at step 0 with {self.world_size} rank(s) and go on in step order: {history}"
+            )
+        object.__setattr__(self, "world_sizes", history)
+
+    def world_size_at(self, step: int) -> int:
+        """The data-parallel ranks in force at ``step``."""
+        return next(size for start, size in reversed(self.world_sizes) if start <= step)
+
+    @property
+    def most_ranks(self) -> int:
+        """The largest world the run had."""
+        return max(size for _, size in self.world_sizes)
 
 
 class ReplayContext(Protocol):
@@ -144,6 +192,11 @@ class ReplayContext(Protocol):
     def pinned_path(self, path: str) -> str: ...  # a pinned file's path, once checked against its checksum
 
     def array(self, name: str, build: Callable[[], np.ndarray]) -> np.ndarray: ...  # derived, checked, memory-mapped
+
+    @property
+    def work_dir(self) -> str: ...  # a folder for derived files the framework's own code keeps (and checks)
+
+    def facts(self, name: str, build: Callable[[], Any]) -> Any: ...  # JSON established at attach, checked later
 
 
 @runtime_checkable
@@ -202,9 +255,23 @@ def framework(name: str) -> Framework:
     'Hugging Face datasets + torch DistributedSampler'
     """
     found = framework_class(name)()
-    missing = [module for module in found.requires if importlib.util.find_spec(module) is None]
+    missing = [module for module in found.requires if not _importable(module)]
     if missing:
-        raise FrameworkMissing(
-            f"replaying {found.title} needs {', '.join(missing)}, which is not installed: pip install 'batchscope[{found.extra}]'"
-        )
+        raise missing_extra(found.title, found.extra, missing)
     return found
+
+
+def _importable(module: str) -> bool:
+    try:
+        return importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):  # a parent package that is not installed
+        return False
+
+
+def missing_extra(title: str, extra: str, modules: Sequence[str]) -> FrameworkMissing:
+    """The one error every replay raises when its framework is not installed: what is missing and the extra to install.
+
+    >>> str(missing_extra("Megatron-Core", "megatron", ["megatron.core"]))
+    "replaying Megatron-Core needs megatron.core, which is not installed: pip install 'batchscope[megatron]'"
+    """
+    return FrameworkMissing(f"replaying {title} needs {', '.join(modules)}, which is not installed: pip install 'batchscope[{extra}]'")

@@ -10,14 +10,14 @@ attached (steps in range, ranks below the world size, integers) and kept in ``ru
 batch whose indices equal the logged ones is ``replayed`` (it matches what the run logged), else ``mismatch``, naming
 the positions; without a line, ``no-ledger``.
 
->>> parse_logged(['{"step": 0, "rank": 1, "indices": [3, 1]}'], where="log.jsonl", steps=4, world_size=2)
+>>> parse_logged(['{"step": 0, "rank": 1, "indices": [3, 1]}'], where="log.jsonl", steps=4, world_size_at=lambda s: 2)
 {(0, 1): [3, 1]}
 """
 
 from __future__ import annotations
 
 import json
-from typing import Iterable
+from typing import Callable, Iterable
 
 from ..errors import ReplayError
 from ..sampling.batch import Batch
@@ -27,7 +27,7 @@ from ..training.verification import Verification
 MATCHES = "replayed"
 
 
-def parse_logged(lines: Iterable[str], *, where: str, steps: int, world_size: int) -> dict[tuple[int, int], list[int]]:
+def parse_logged(lines: Iterable[str], *, where: str, steps: int, world_size_at: Callable[[int], int]) -> dict[tuple[int, int], list[int]]:
     """``(step, rank) → indices`` from logged lines (the last line for a step and rank wins); one line naming a bad
     line's file and number otherwise."""
     found: dict[tuple[int, int], list[int]] = {}
@@ -41,8 +41,8 @@ def parse_logged(lines: Iterable[str], *, where: str, steps: int, world_size: in
         step, rank, indices = (data.get(k) for k in ("step", "rank", "indices")) if isinstance(data, dict) else (None, None, None)
         if not isinstance(step, int) or isinstance(step, bool) or not 0 <= step < steps:
             raise ReplayError(f"{where}:{number}: 'step' is {step!r}, not a step of the run (0 to {steps - 1})")
-        if not isinstance(rank, int) or isinstance(rank, bool) or not 0 <= rank < world_size:
-            raise ReplayError(f"{where}:{number}: 'rank' is {rank!r}, not a rank of the run's {world_size}")
+        if not isinstance(rank, int) or isinstance(rank, bool) or not 0 <= rank < world_size_at(step):
+            raise ReplayError(f"{where}:{number}: 'rank' is {rank!r}, not a rank of the run's {world_size_at(step)} at step {step}")
         if not isinstance(indices, list) or not all(isinstance(i, int) and not isinstance(i, bool) for i in indices):
             raise ReplayError(f"{where}:{number}: 'indices' is not a list of integers")
         found[(step, rank)] = indices

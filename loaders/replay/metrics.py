@@ -23,7 +23,7 @@ import csv
 import io
 import json
 import os
-from typing import Any
+from typing import Any, Callable
 
 from ..errors import ReplayError
 from .tensorboard import scalar_events
@@ -157,7 +157,7 @@ def read_metrics(path: str, *, step_base: int = 0) -> list[Point]:
     return read_metrics_text(text, path, step_base=step_base)
 
 
-def check_points(points: list[Point], *, where: str, steps: int, world_size: int, step_base: int) -> None:
+def check_points(points: list[Point], *, where: str, steps: int, world_size_at: Callable[[int], int], step_base: int) -> None:
     """Refuse a point outside the run, naming the file and the step or rank."""
     for step, rank, _ in points:
         if not 0 <= step < steps:
@@ -165,14 +165,16 @@ def check_points(points: list[Point], *, where: str, steps: int, world_size: int
                 f"{where}: logged step {step + step_base} is the run's step {step}, outside steps 0 to {steps - 1} "
                 f"(--metrics-step-base {step_base} says the log numbers the first step {step_base})"
             )
-        if rank >= world_size:
-            raise ReplayError(f"{where}: rank {rank} logged at step {step + step_base}, but the run has {world_size} ranks")
+        if rank >= world_size_at(step):
+            raise ReplayError(f"{where}: rank {rank} logged at step {step + step_base}, but the run has {world_size_at(step)} ranks then")
 
 
-def ledger_lines(points: list[Point], *, world_size: int) -> dict[int, str]:
-    """The ledger files (``rank → text``) holding ``points`` as metrics records."""
-    files: dict[int, list[str]] = {}
+def ledger_lines(points: list[Point], *, world_size_at: Callable[[int], int]) -> dict[tuple[int, int], str]:
+    """The ledger files (``(rank, world size) → text``) holding ``points`` as metrics records, each under the world
+    size in force at its step."""
+    files: dict[tuple[int, int], list[str]] = {}
     for step, rank, values in points:
+        world_size = world_size_at(step)
         record = {"t": "metrics", "step": step, "rank": rank, "world_size": world_size, "metrics": values}
-        files.setdefault(rank, []).append(json.dumps(record) + "\n")
-    return {rank: "".join(lines) for rank, lines in files.items()}
+        files.setdefault((rank, world_size), []).append(json.dumps(record) + "\n")
+    return {key: "".join(lines) for key, lines in files.items()}

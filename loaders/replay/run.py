@@ -36,7 +36,7 @@ from ..training.ledger import Ledger
 from ..training.verification import Verification
 from .arrays import ArrayStore
 from .context import Context
-from .framework import Framework, Replay, ReplayedSample, framework
+from .framework import Framework, Replay, ReplayedSample, Shape, framework
 from .logged import compare_logged, parse_logged
 from .pins import Pin, check_pin
 
@@ -75,6 +75,7 @@ class ReplayedRun:
         self._total_steps = int(shape["total_steps"])
         self._global_batch_size = int(shape["global_batch_size"])
         self.world_size = int(shape["world_size"])
+        self._shape = Shape(self._total_steps, self._global_batch_size, self.world_size, tuple(map(tuple, shape.get("world_sizes", ()))))
         self._replay: Replay | None = None
         self._framework: Framework | None = None
         self._lock = threading.Lock()
@@ -148,10 +149,10 @@ class ReplayedRun:
 
     # -- world sizes and steps ----------------------------------------------------------------------
     def world_size_at(self, step: int) -> int:
-        return self.world_size
+        return self._shape.world_size_at(step)
 
     def world_size_history(self) -> list[WorldSizeSpan]:
-        return [WorldSizeSpan(0, self.world_size)]
+        return [WorldSizeSpan(start, size) for start, size in self._shape.world_sizes]
 
     def check_step(self, step: int) -> None:
         if not 0 <= step < self.total_steps:
@@ -159,13 +160,14 @@ class ReplayedRun:
 
     def _check(self, step: int, rank: int, world_size: int | None) -> None:
         self.check_step(step)
-        if world_size is not None and world_size != self.world_size:
+        ranks = self.world_size_at(step)
+        if world_size is not None and world_size != ranks:
             raise ReplayError(
-                f"replayed run {self.name} read on {self.world_size} data-parallel ranks; its sampler never produced "
-                f"a world size of {world_size}"
+                f"replayed run {self.name} read step {step} on {ranks} data-parallel ranks; its sampler never produced "
+                f"a world size of {world_size} there"
             )
-        if not 0 <= rank < self.world_size:
-            raise RankOutOfRange(f"rank {rank} is not below the world size {self.world_size} of replayed run {self.name}")
+        if not 0 <= rank < ranks:
+            raise RankOutOfRange(f"rank {rank} is not below the world size {ranks} of replayed run {self.name} at step {step}")
 
     # -- batches ---------------------------------------------------------------------------------------
     def batch(self, step: int, rank: int = 0, *, world_size: int | None = None) -> Batch:
@@ -211,11 +213,11 @@ class ReplayedRun:
                 )
             inputs = dict(documents[0].record) if sample.inputs is None else dict(sample.inputs)
             out.append(Sample(sample.index, position, rank, documents, inputs))
-        return Batch(self.name, step, rank, self.world_size, out).seal()
+        return Batch(self.name, step, rank, self.world_size_at(step), out).seal()
 
     def global_batch(self, step: int) -> Iterator[Batch]:
         """Every rank's batch at ``step``."""
-        for rank in range(self.world_size):
+        for rank in range(self.world_size_at(step)):
             yield self.batch(step, rank)
 
     # -- where ---------------------------------------------------------------------------------------
@@ -244,7 +246,7 @@ class ReplayedRun:
         if not os.path.exists(path):
             return {}
         with open(path, encoding="utf-8") as f:
-            return parse_logged(f, where=path, steps=self.total_steps, world_size=self.world_size)
+            return parse_logged(f, where=path, steps=self.total_steps, world_size_at=self.world_size_at)
 
     def logged_through(self) -> int | None:
         """The last step the run logged a batch for (``--batches``): ``verify`` checks steps 0 through it (None: none)."""

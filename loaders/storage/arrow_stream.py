@@ -15,32 +15,14 @@ batch message starts plus where the last one ends (segment ``i`` is ``[boundarie
 
 from __future__ import annotations
 
-import hashlib
-
 import pyarrow as pa
 
 from ..errors import ChecksumMismatch, CorruptData, RegistrationError
 from . import files as storage
+from .segments import digest, hash_range
 from .shards import ShardInfo, check_present
 
 _FILE_MAGIC = b"ARROW1"
-_HASH_CHUNK = 8 << 20
-
-
-def _digest(data: bytes | memoryview) -> str:
-    return hashlib.sha256(data).hexdigest()[:32]
-
-
-def _hash_range(uri: str, start: int, end: int) -> str:
-    h = hashlib.sha256()
-    position = start
-    while position < end:
-        chunk = storage.read_range(uri, position, min(_HASH_CHUNK, end - position), cache=False)
-        if not chunk:
-            raise RegistrationError(f"{uri}: file ended at byte {position}, expected {end}")
-        h.update(chunk)
-        position += len(chunk)
-    return h.hexdigest()[:32]
 
 
 def _outside(uri: str, start: int, end: int, size: int) -> bytes:
@@ -84,7 +66,7 @@ def scan(uri: str) -> tuple[ShardInfo, pa.Schema]:
             raise
         except (pa.ArrowException, OSError, ValueError) as exc:
             raise RegistrationError(f"{uri}: not a readable Arrow IPC file ({exc})") from exc
-    digests = tuple(_hash_range(uri, a, b) for a, b in zip(boundaries, boundaries[1:]))
+    digests = tuple(hash_range(uri, a, b) for a, b in zip(boundaries, boundaries[1:]))
     shard = ShardInfo(
         uri=uri,
         size=info.size,
@@ -92,7 +74,7 @@ def scan(uri: str) -> tuple[ShardInfo, pa.Schema]:
         row_groups=tuple(rows),
         boundaries=tuple(boundaries),
         segment_digests=digests,
-        footer_digest=_digest(_outside(uri, boundaries[0], boundaries[-1], info.size)),
+        footer_digest=digest(_outside(uri, boundaries[0], boundaries[-1], info.size)),
     )
     return shard, schema
 
@@ -107,7 +89,7 @@ class OpenArrowShard:
         check_present(shard, where=where)
         start, end = shard.boundaries[0], shard.boundaries[-1]
         outside = _outside(shard.uri, start, end, shard.size)
-        if _digest(outside) != shard.footer_digest:
+        if digest(outside) != shard.footer_digest:
             raise ChecksumMismatch(f"{where}: schema or framing of shard {shard.uri} changed after registration")
         head = outside[:start]
         try:
@@ -121,7 +103,7 @@ class OpenArrowShard:
         buffer = pa.allocate_buffer(end - start)
         view = memoryview(buffer).cast("B")
         got = storage.read_range_into(self.shard.uri, start, view, cache=self.cache)
-        if got != end - start or _digest(view) != self.shard.segment_digests[row_group]:
+        if got != end - start or digest(view) != self.shard.segment_digests[row_group]:
             storage.evict(self.shard.uri, start, end - start)
             raise ChecksumMismatch(
                 f"{self.where}: record batch {row_group} of shard {self.shard.uri} (bytes {start}-{end}) "

@@ -64,7 +64,7 @@ def test_attach_then_verify_against_what_the_run_logged(tmp_path, corpus):
             ["hf", "job", "--dataset", "{corpus}", "--seed", "4", "--world-size", "2"],
             "error: attach hf: the following arguments are required: --batch-size",
         ),
-        (["megatrone", "job"], "error: no replay for framework 'megatrone'; known: grain, hf, hf-trainer"),
+        (["megatrone", "job"], "error: no replay for framework 'megatrone'; known: grain, hf, hf-trainer, megatron, olmo, streaming"),
         (["hf", "job", "--dataset", "{corpus}", *FLAGS, "--metrics", "{missing}"], "error: {missing}: no such metrics file"),
     ],
 )

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
@@ -19,17 +20,65 @@ from loaders.replay import framework as registry
 from loaders.replay.batch_index import stable_order
 from loaders.replay.framework import FRAMEWORKS, Framework, framework, framework_class
 
+REPO = str(Path(__file__).resolve().parents[2])
 
-def test_every_framework_module_imports_without_its_framework_and_implements_the_interface():
-    code = (
-        "import sys, loaders.replay.hf, loaders.replay.hf_trainer, loaders.replay.grain, loaders.replay.run; "
-        "print(sorted({'datasets', 'torch', 'grain', 'accelerate', 'transformers'} & set(sys.modules)))"
+
+#: Each framework's extra, and its replay's own entry point called without its framework installed.
+ENTRY_POINTS = {
+    "megatron": "from loaders.replay.megatron import MegatronReplay, parse_args\n"
+    "MegatronReplay.open(parse_args(['--data-path', 'p', '--seq-length', '8', '--micro-batch-size', '1',"
+    " '--data-parallel-size', '1', '--train-iters', '1']), work_dir='.')",
+    "olmo": "from loaders.replay.olmo import OlmoReplay\nOlmoReplay.attach('config.json', work_dir='.')",
+    "streaming": "from loaders.replay.streaming import Launch, StreamingReplay, StreamingSettings, StreamSpec\n"
+    "StreamingReplay(StreamingSettings(streams=(StreamSpec('s'),), launches=(Launch(batch_size=1),), epochs=1))",
+}
+
+
+#: What each framework's replay needs that is missing when no framework is installed.
+NEEDS = {
+    "grain": "Grain MapDataset needs grain",
+    "hf": "Hugging Face datasets + torch DistributedSampler needs datasets",
+    "hf-trainer": "transformers Trainer (accelerate) over Hugging Face datasets needs datasets, accelerate",
+    "megatron": "Megatron-Core needs megatron.core",
+    "olmo": "OLMo-core needs olmo_core",
+    "streaming": "MosaicML Streaming needs streaming",
+}
+
+
+def test_every_framework_module_imports_without_its_framework_and_a_missing_one_is_one_line_naming_its_extra(tmp_path):
+    """With no framework importable, every replay module still imports (and imports no framework, nor torch);
+    attaching with any framework, or calling a replay's own entry point, is the same one line naming the extra."""
+    blocked = ["datasets", "grain", "megatron", "olmo_core", "streaming", "accelerate", "transformers"]
+    (tmp_path / "p.bin").write_bytes(b"")  # the corpus megatron's entry point looks for before it imports megatron-core
+    (tmp_path / "p.idx").write_bytes(b"")
+    code = "import sys\n" + "".join(f"sys.modules[{m!r}] = None\n" for m in blocked)
+    code += (
+        "import loaders.replay.hf, loaders.replay.hf_trainer, loaders.replay.grain, loaders.replay.run\n"
+        "import loaders.replay.megatron.plugin, loaders.replay.olmo.plugin, loaders.replay.streaming.plugin\n"
+        "from loaders.replay.framework import FRAMEWORKS, framework\n"
+        f"print(sorted(m for m, v in sys.modules.items() if v is not None and m.split('.')[0] in {['torch', *blocked]!r}))\n"
+        "for name in sorted(FRAMEWORKS):\n"
+        "    try:\n        framework(name)\n"
+        "    except Exception as exc:\n        print(type(exc).__name__, exc)\n"
     )
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
-    assert done.returncode == 0 and done.stdout.strip() == "[]", done.stderr
+    for call in ENTRY_POINTS.values():
+        code += (
+            "try:\n"
+            + "".join(f"    {line}\n" for line in call.splitlines())
+            + "except Exception as exc:\n    print(type(exc).__name__, exc)\n"
+        )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, cwd=tmp_path, env={"PYTHONPATH": REPO})
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.strip().splitlines()
+    assert lines[0] == "[]", "importing the replay modules imports no framework (nor torch)"
+    said = {
+        name: f"FrameworkMissing replaying {NEEDS[name]}, which is not installed: pip install 'batchscope[{framework_class(name).extra}]'"
+        for name in NEEDS
+    }
+    assert lines[1:] == [said[name] for name in sorted(FRAMEWORKS)] + [said[name] for name in ENTRY_POINTS]
     for name in FRAMEWORKS:
         found = framework(name)
-        assert isinstance(found, Framework) and found.name == name and found.extra in ("hf", "grain")
+        assert isinstance(found, Framework) and found.name == name
 
 
 class _Unavailable:
@@ -86,7 +135,9 @@ def test_a_parquet_file_is_not_an_arrow_shard_and_versions_keep_their_ids(tmp_pa
         catalog.register("x", [str(tmp_path / "data.parquet")], shard_format="arrow-stream")
     parquet = catalog.register("x", [str(tmp_path / "data.parquet")])
     assert "shard_format" not in parquet.manifest.content() and parquet.shard_format == "parquet"
-    with pytest.raises(RegistrationError, match=r"unknown shard format 'csv'; known formats: arrow-stream, parquet"):
+    with pytest.raises(
+        RegistrationError, match=r"unknown shard format 'csv'; known formats: arrow-stream, mds, megatron-indexed, numpy-tokens, parquet"
+    ):
         catalog.register("y", [str(tmp_path / "data.parquet")], shard_format="csv")
 
 

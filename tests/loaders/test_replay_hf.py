@@ -189,7 +189,7 @@ def test_steps_ranks_and_world_sizes_outside_the_run_are_named(tmp_path, corpus)
     run = attach(Catalog(tmp_path / "catalog"), "hf", "job", _args(corpus, seed=1, world_size=2, batch_size=5))
     with pytest.raises(StepOutOfRange, match=rf"step {run.total_steps} is outside replayed run job \(steps 0 to {run.total_steps - 1}\)"):
         run.batch(run.total_steps, 0)
-    with pytest.raises(ReplayError, match=r"read on 2 data-parallel ranks; its sampler never produced a world size of 4"):
+    with pytest.raises(ReplayError, match=r"read step 0 on 2 data-parallel ranks; its sampler never produced a world size of 4 there"):
         run.batch(0, 0, world_size=4)
     with pytest.raises(ReplayError, match=r"run 'job' already exists"):
         attach(Catalog(run.catalog.root), "hf", "job", _args(corpus, seed=1, world_size=2, batch_size=5))

@@ -6,34 +6,25 @@ from __future__ import annotations
 
 import json
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
 
-from loaders.errors import ChecksumMismatch, InvalidPlan, MissingExtra, NotFound, RankOutOfRange, StateMismatch, StepOutOfRange
+from loaders.errors import ChecksumMismatch, InvalidPlan, NotFound, RankOutOfRange, StateMismatch, StepOutOfRange
 from loaders.replay.olmo import OlmoReplay
-from tests.support.olmo_run import REPO, built_once, received, train, write_corpus, write_spec
+from tests.support.olmo_run import built_once, received, train_run_and_resumption, write_corpus
 
 pytestmark = pytest.mark.slow
 RANKS = 2
-
-
-def _train_both(folder: Path) -> None:
-    corpus = write_corpus(folder / "data")
-    train(write_spec(folder / "run", corpus), ranks=RANKS)
-    step25 = folder / "run" / "checkpoints" / "step25"
-    train(write_spec(folder / "resumed", corpus, ranks=1, load_path=str(step25)), ranks=1)
 
 
 @pytest.fixture(scope="session")
 def olmo_run(tmp_path_factory) -> Path:
     """A real OLMo-core training run (2 ranks, 2 epochs, checkpoints at steps 25, 50, 60) and its resumption from step
     25 on 1 rank, with what every rank received at every step; trained once per test session."""
-    return built_once(tmp_path_factory.getbasetemp(), "olmo-run", _train_both)
+    return built_once(tmp_path_factory.getbasetemp(), "olmo-run", train_run_and_resumption)
 
 
 @pytest.fixture(scope="session")
@@ -238,20 +229,6 @@ def test_steps_ranks_and_world_sizes_outside_the_run_are_refused(replay):
     with pytest.raises(RankOutOfRange, match="rank 2 is not below the data-parallel world size 2"):
         replay.batch(0, 2)
     assert len(replay.batch(0, 3, dp_world_size=4).instances) == 1
-
-
-def test_a_missing_olmo_core_is_one_line_naming_the_extra(replay, monkeypatch):
-    monkeypatch.setitem(sys.modules, "olmo_core.data", None)
-    with pytest.raises(MissingExtra) as refused:
-        OlmoReplay.attach(replay.checkpoint.path, work_dir=replay.work_dir)
-    assert "pip install 'batchscope[olmo]'" in _one_line(refused)
-
-
-def test_the_module_imports_without_olmo_core():
-    code = "import sys; sys.modules['olmo_core'] = None; import loaders.replay.olmo; print('torch' in sys.modules)"
-    done = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=60)
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.strip() == "False"
 
 
 def _iterate_olmo_core(dataset, *, ranks: int, seed: int, global_batch_size: int, epochs: int, work_dir: Path, workers: int) -> dict:

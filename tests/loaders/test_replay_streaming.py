@@ -6,10 +6,7 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -296,28 +293,6 @@ def test_where_refuses_a_sample_id_the_streams_do_not_hold(folder):
     with pytest.raises(InvalidPlan, match=r"^sample id 65 is out of range: the streams hold 65 samples$"):
         replay.where(65)
     assert replay.where(0) and all(replay.batch(p.step, p.rank)[p.position].sample_id == 0 for p in replay.where(0))
-
-
-# -- the optional extra ------------------------------------------------------------------------------------------
-def test_the_module_imports_without_streaming_and_names_the_extra_when_it_is_missing(folder):
-    code = f"""
-import sys
-sys.modules["streaming"] = None  # as if mosaicml-streaming were not installed
-from loaders.replay.streaming import Launch, StreamingReplay, StreamingSettings, StreamSpec
-assert [m for m in sys.modules if m.startswith("streaming") or m == "torch"] == ["streaming"], "nothing imported"
-try:
-    StreamingReplay(StreamingSettings(streams=(StreamSpec({str(folder / "web")!r}),), launches=(Launch(batch_size=2),), epochs=1))
-except Exception as exc:
-    print(type(exc).__name__, exc)
-"""
-    done = subprocess.run(
-        [sys.executable, "-c", code], cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True, text=True, timeout=120
-    )
-    assert done.returncode == 0, done.stderr
-    assert (
-        done.stdout.strip()
-        == "StreamingUnavailable mosaicml-streaming is not installed: install the extra with pip install 'batchscope[streaming]'"
-    )
 
 
 def test_the_adopt_guide_example_runs_as_it_is(tmp_path, monkeypatch, capsys):

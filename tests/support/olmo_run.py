@@ -142,6 +142,15 @@ def train(spec_path: Path, *, ranks: int, timeout: float = 600) -> None:
         raise RuntimeError(f"OLMo-core training exited with status {done.returncode}:\n{done.stdout[-6000:]}")
 
 
+def train_run_and_resumption(folder: Path) -> None:
+    """The ground truth of the OLMo-core replay: a real run on 2 ranks for 2 epochs (checkpoints at steps 25, 50, 60)
+    in ``folder / "run"``, and its resumption from step 25 on 1 rank in ``folder / "resumed"``."""
+    corpus = write_corpus(folder / "data")
+    train(write_spec(folder / "run", corpus), ranks=2)
+    step25 = folder / "run" / "checkpoints" / "step25"
+    train(write_spec(folder / "resumed", corpus, ranks=1, load_path=str(step25)), ranks=1)
+
+
 def received(folder: Path, ranks: int) -> dict[tuple[int, int], dict[str, Any]]:
     """What each rank received: ``{(trainer step, rank): batch}``, the trainer's steps counting from 1."""
     import torch

@@ -12,7 +12,6 @@ extra (``batchscope[megatron]``), imported only when a replay opens.
 range(26, 28)
 """
 
-from ._extra import MissingExtra
 from .args import MegatronArgs, parse_args, read_args_file
 from .checkpoint import SavedArgs, read_checkpoint_args
 from .checks import CacheMismatch
@@ -24,7 +23,6 @@ __all__ = [
     "Location",
     "MegatronArgs",
     "MegatronReplay",
-    "MissingExtra",
     "PinnedFile",
     "Position",
     "RankBatch",

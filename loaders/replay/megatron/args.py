@@ -195,16 +195,27 @@ def parse_args(argv: list[str], *, base: dict[str, Any] | None = None) -> Megatr
     """Megatron-LM's training flags → :class:`MegatronArgs`; flags that do not touch the data are ignored.
 
     ``--data-parallel-size`` is the data-parallel size Megatron derives as world size ÷ (tensor × pipeline × context
-    parallel sizes); ``--world-size`` with those sizes is accepted instead.
+    parallel sizes); ``--world-size`` with those sizes is accepted instead. ``base`` (saved arguments, as a mapping)
+    holds the values of every flag not given.
 
     >>> parse_args(["--data-path", "p", "--seq-length", "8", "--micro-batch-size", "1", "--data-parallel-size", "2",
     ...             "--train-samples", "100"]).global_batch_size  # Megatron's default: micro batch × data parallel
     2
+    >>> parse_args(["--seed", "9"], base={"data_path": ["p"], "seq_length": 8, "micro_batch_size": 1,
+    ...            "data_parallel_size": 2, "train_iters": 5, "seed": 3}).seed
+    9
     """
-    namespace, _unknown = _parser().parse_known_args(argv)
-    if namespace.train_iters is not None and namespace.train_samples is not None:
+    given, _unknown = _parser().parse_known_args(argv)
+    if given.train_iters is not None and given.train_samples is not None:
         raise InvalidPlan("give exactly one of --train-iters and --train-samples")
-    return from_mapping({**(base or {}), **{k: v for k, v in vars(namespace).items() if v is not None}})
+    if base is None:
+        return from_mapping({k: v for k, v in vars(given).items() if v is not None})
+    merged, _unknown = _parser().parse_known_args(argv, namespace=argparse.Namespace(**base))  # defaults fill only what base lacks
+    if given.train_iters is not None:
+        merged.train_samples = None
+    if given.train_samples is not None:
+        merged.train_iters = None
+    return from_mapping({k: v for k, v in vars(merged).items() if v is not None})
 
 
 def from_mapping(values: dict[str, Any], *, where: str = "the arguments") -> MegatronArgs:

@@ -64,8 +64,8 @@ def explain_mismatch(folder: Path, kind: str, dataset: Any) -> None:
             theirs = _flatten(json.loads(path.read_text()))
         except (OSError, ValueError):
             continue
-        if kind == "GPTDataset" and theirs.get("dataset_path") != ours.get("dataset_path"):
-            continue
+        if any(theirs.get(k) != v for k, v in ours.items() if k.endswith("dataset_path")):
+            continue  # another dataset (or the same files named by another path): not this one under other settings
         differing = [k for k in ours if theirs.get(k) != ours[k]]
         if differing and (best is None or len(differing) < best[0]):
             best = (len(differing), differing, path)

@@ -39,8 +39,9 @@ class Span:
 @dataclass(frozen=True)
 class ReplaySample:
     """One sample a rank read: where (iteration, rank, micro-batch, row), which (train-dataset ``index``; ``dataset``
-    position in ``--data-path`` and its ``prefix``; ``dataset_sample`` in that prefix's GPTDataset), what (megatron's
-    ``tokens``, ``labels``, ``loss_mask``) and from where (``spans``)."""
+    position in ``--data-path`` and its ``prefix``; ``dataset_sample`` in that prefix's GPTDataset, read in its
+    ``epoch``: the pass over the prefix's train documents its first document belongs to), what (megatron's ``tokens``,
+    ``labels``, ``loss_mask``, ``position_ids``) and from where (``spans``)."""
 
     iteration: int
     rank: int
@@ -54,6 +55,8 @@ class ReplaySample:
     labels: np.ndarray
     loss_mask: np.ndarray
     spans: tuple[Span, ...]
+    epoch: int = 0
+    position_ids: np.ndarray | None = None
 
 
 @dataclass(frozen=True)
@@ -72,7 +75,8 @@ class RankBatch:
 
 @dataclass(frozen=True)
 class Location:
-    """Where a document was read: iteration, rank, micro-batch, row, the train-dataset index, and its span there."""
+    """Where a document was read: iteration, rank, micro-batch, row, the train-dataset index, its span there, and the
+    epoch of the sample that holds it (see :class:`ReplaySample`)."""
 
     iteration: int
     rank: int
@@ -80,6 +84,7 @@ class Location:
     row: int
     index: int
     span: Span
+    epoch: int = 0
 
 
 @dataclass(frozen=True)
@@ -215,7 +220,21 @@ class MegatronReplay:
             labels=item["labels"].numpy(),
             loss_mask=item["loss_mask"].numpy(),
             spans=self._spans(dataset, sample),
+            epoch=self.epoch_of(dataset, sample),
+            position_ids=item["position_ids"].numpy() if "position_ids" in item else None,
         )
+
+    def epoch_of(self, dataset: int, sample: int) -> int:
+        """The epoch of sample ``sample`` of the ``dataset``-th GPTDataset: which pass over its train documents (its
+        document index repeats them once per epoch) holds the sample's first document."""
+        key, gpt = self.index_sets[dataset].hash, self._gpt[dataset][2]
+        k = int(self._arrays[key, "shuffle_index"][sample])
+        return int(self._arrays[key, "sample_index"][k][0]) // max(1, len(gpt.indices))
+
+    def epochs(self, dataset: int) -> int:
+        """How many passes over its train documents the ``dataset``-th GPTDataset's document index holds."""
+        key, gpt = self.index_sets[dataset].hash, self._gpt[dataset][2]
+        return -(-len(self._arrays[key, "document_index"]) // max(1, len(gpt.indices)))
 
     def _spans(self, dataset: int, sample: int) -> tuple[Span, ...]:
         """The document spans of a GPTDataset sample, read from its indexes as megatron's ``__getitem__`` reads them."""
@@ -267,7 +286,7 @@ class MegatronReplay:
                         continue
                     for span in self._spans(dataset, sample):
                         if span.document == document:
-                            found.append(Location(*position, index, span))
+                            found.append(Location(*position, index, span, self.epoch_of(dataset, sample)))
         return sorted(found, key=lambda loc: (loc.iteration, loc.rank, loc.microbatch, loc.row, loc.span.start))
 
     def _unroute(self, dataset: int, sample: int) -> list[int]:

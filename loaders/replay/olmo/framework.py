@@ -10,20 +10,21 @@ import importlib
 import logging
 from types import ModuleType
 
-from ...errors import MissingExtra
+from ..framework import missing_extra
 
+TITLE = "OLMo-core"
 EXTRA = "olmo"
 _MODULES = ("olmo_core.data", "olmo_core.data.data_loader", "olmo_core.data.numpy_dataset", "olmo_core.data.utils", "olmo_core.config")
 
 
 def olmo_core() -> ModuleType:
-    """The ``olmo_core`` package with its data modules imported; :class:`MissingExtra` when it is not installed."""
+    """The ``olmo_core`` package with its data modules imported; ``FrameworkMissing`` when it is not installed."""
     try:
         for name in _MODULES:
             importlib.import_module(name)
         package = importlib.import_module("olmo_core")
     except ImportError as exc:
-        raise MissingExtra(f"replaying an OLMo-core run needs OLMo-core ({exc.name or exc}): pip install 'batchscope[{EXTRA}]'") from exc
+        raise missing_extra(TITLE, EXTRA, ["olmo_core"]) from exc
     # OLMo-core logs every global-indices file it opens at INFO; a replay opens them on every lookup.
     logging.getLogger("olmo_core.data.data_loader").setLevel(logging.WARNING)
     return package

@@ -7,7 +7,6 @@ shards (the ``batchscope[streaming]`` extra, imported only when used).
 """
 
 from .example import demo_streams
-from .library import StreamingUnavailable
 from .replay import STEP_MEANING, LaunchSpan, ReplayedSample, SamplePosition, StreamingReplay
 from .settings import Launch, ResumeState, StreamingSettings, StreamSpec
 from .source import PinnedFile, ReplayFileChanged
@@ -24,6 +23,5 @@ __all__ = [
     "StreamSpec",
     "StreamingReplay",
     "StreamingSettings",
-    "StreamingUnavailable",
     "demo_streams",
 ]

@@ -6,8 +6,8 @@ its ``__init__`` also imports its vision datasets, and so torchvision, whose PyP
 cannot load beside a CPU-only torch: then the package is registered without running its ``__init__`` and the parts
 above import on their own (none of them needs torchvision).
 
->>> missing_line("mosaicml-streaming")
-"mosaicml-streaming is not installed: install the extra with pip install 'batchscope[streaming]'"
+>>> str(missing_extra(TITLE, EXTRA, ["streaming"]))
+"replaying MosaicML Streaming needs streaming, which is not installed: pip install 'batchscope[streaming]'"
 """
 
 from __future__ import annotations
@@ -23,22 +23,13 @@ import types
 from dataclasses import dataclass
 from typing import Any
 
-from ...errors import BatchscopeError
+from ...errors import FrameworkMissing
+from ..framework import missing_extra
 
+TITLE = "MosaicML Streaming"
 DISTRIBUTION = "mosaicml-streaming"
 EXTRA = "streaming"
 _LOCK = threading.Lock()
-
-
-class StreamingUnavailable(BatchscopeError, ImportError):
-    """mosaicml-streaming is not installed (or not importable): the message names the extra to install."""
-
-    status = 501
-
-
-def missing_line(distribution: str) -> str:
-    """The one line that says which extra provides a missing distribution."""
-    return f"{distribution} is not installed: install the extra with pip install 'batchscope[{EXTRA}]'"
 
 
 def installed_version() -> str | None:
@@ -79,7 +70,7 @@ def import_streaming() -> None:
             except (ImportError, ValueError):
                 spec = None
             if spec is None or not spec.submodule_search_locations or installed_version() is None:
-                raise StreamingUnavailable(missing_line(DISTRIBUTION))
+                raise missing_extra(TITLE, EXTRA, ["streaming"])
             try:
                 if importlib.util.find_spec("torchvision") is None:
                     raise ImportError("no torchvision")  # its __init__ would fail on its vision datasets
@@ -110,7 +101,7 @@ _LOADED: Streaming | None = None
 
 
 def streaming() -> Streaming:
-    """mosaicml-streaming's parts, imported once; :class:`StreamingUnavailable` (naming the extra) when missing."""
+    """mosaicml-streaming's parts, imported once; ``FrameworkMissing`` (naming the extra) when missing."""
     global _LOADED
     if _LOADED is not None:
         return _LOADED
@@ -123,8 +114,9 @@ def streaming() -> Streaming:
         stream = importlib.import_module("streaming.base.stream")
         world = importlib.import_module("streaming.base.world")
     except ImportError as exc:
-        raise StreamingUnavailable(
-            f"{DISTRIBUTION} {installed_version()} cannot be imported ({exc}): reinstall the extra with pip install 'batchscope[{EXTRA}]'"
+        raise FrameworkMissing(
+            f"replaying {TITLE} needs {DISTRIBUTION}, installed ({installed_version()}) but not importable ({exc}): "
+            f"pip install 'batchscope[{EXTRA}]'"
         ) from exc
     _LOADED = Streaming(
         version=installed_version() or "unknown",

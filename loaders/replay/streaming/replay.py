@@ -273,6 +273,16 @@ class StreamingReplay:
                         out.append(SamplePosition(base + b, r, c, each))
         return sorted(out, key=lambda p: (p.step, p.rank, p.position))
 
+    def prepare(self) -> int:
+        """Compute (once, into the cache folder) every epoch's order of every launch, and its inverse for
+        :meth:`where`; returns the number of epoch tables. Lookups compute what they need on first use without this."""
+        count = 0
+        for index in range(len(self.schedule.segments)):
+            for epoch in self.schedule.epochs_of(index):
+                self._inverse(index, epoch, self._rows(index, epoch))
+                count += 1
+        return count
+
     # -- epoch tables ------------------------------------------------------------------------------------
     def _view(self, segment: Segment) -> DatasetView:
         launch = self.settings.launches[segment.launch]

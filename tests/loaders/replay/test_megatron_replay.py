@@ -7,8 +7,6 @@ from __future__ import annotations
 import argparse
 import json
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -101,19 +99,6 @@ def test_where_finds_every_place_a_document_was_read(replays):
         assert {(w.iteration, w.rank, w.microbatch, w.row, w.span.offset) for w in replay.where(prefix, document)} == places
     never = next(d for d in range(120) if (replay.args.prefixes[0], d) not in read)  # a valid/test-split document
     assert replay.where(replay.args.prefixes[0], never) == []
-
-
-def test_attach_uses_the_run_cache_in_place_and_builds_nothing(shared, tmp_path):
-    cache = shared / "cache"
-    before = {p.name: p.stat().st_mtime_ns for p in cache.iterdir()}
-    for case in ("plain", "blend", "rampup"):
-        replay = MegatronReplay.open(parse_args(_argv(shared, case)), work_dir=tmp_path / case)
-        assert replay.built_seconds is None and {s.origin for s in replay.index_sets} == {"run cache"}
-        assert not (tmp_path / case).exists() or not any((tmp_path / case).rglob("*.npy"))
-        pinned = {f.role for f in replay.files()}
-        assert {"bin", "idx", "document_index", "sample_index", "shuffle_index", "description"} <= pinned
-    assert {p.name: p.stat().st_mtime_ns for p in cache.iterdir()} == before
-    assert {s.files["sample_index"].parent for s in replay.index_sets} == {shared / "data" / "beta" / "cache" / "GPTDataset_indices"}
 
 
 def test_without_the_run_cache_megatron_builds_the_same_indexes_into_our_folder(shared, replays, tmp_path):
@@ -218,16 +203,3 @@ def test_arguments_from_a_file_and_from_a_checkpoint_open_the_same_replay(shared
     assert (loaded.iteration, loaded.consumed_train_samples) == (30, 240)
     assert loaded.args == parse_args(argv)
     assert MegatronReplay.open(loaded.args, work_dir=tmp_path / "w").fingerprint == replays["blend"].fingerprint
-
-
-def test_without_megatron_core_opening_is_one_line_naming_the_extra(shared, tmp_path):
-    code = (
-        "import sys; sys.modules['megatron'] = None\n"
-        "from loaders.replay.megatron import MegatronReplay, parse_args\n"
-        f"MegatronReplay.open(parse_args({_argv(shared, 'plain')!r}), work_dir={str(tmp_path)!r})\n"
-    )
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=truth.REPO)
-    assert proc.returncode == 1
-    assert proc.stderr.strip().splitlines()[-1] == (
-        "loaders.replay.megatron._extra.MissingExtra: replaying a Megatron-Core run needs megatron-core: pip install 'batchscope[megatron]'"
-    )
