@@ -68,6 +68,16 @@ class LedgerWriter:
         """Append metrics for ``step`` (numbers, or lists of numbers such as per-sample loss)."""
         self._append({"t": "metrics", "step": step, "rank": self.rank, "world_size": self.world_size, "metrics": metrics})
 
+    def append(self, entries: list[dict[str, Any]]) -> None:
+        """Write ``entries`` (whole records) now, after anything buffered, in one append (recorders batch their lines)."""
+        lines = [json.dumps(entry, separators=(",", ":"), default=_jsonable) for entry in entries]
+        self._raise_background_error()
+        with self._write_lock:
+            with self._lock:
+                lines, self._lines = self._lines + lines, []
+            if lines:
+                self._write(lines)
+
     # -- flushing ----------------------------------------------------------------------------
     def _append(self, entry: dict[str, Any]) -> None:
         self._raise_background_error()

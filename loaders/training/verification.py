@@ -3,7 +3,9 @@
 A (step, rank) is ``verified`` when its ledger record matches the recomputed batch in every respect the ledger
 keeps (batch digest, and per sample its global index, key and digest) and the trainer marked it trained;
 ``untrained`` when it matches but was only fetched; ``mismatch`` when anything differs; ``no-ledger`` when there
-is no record. :func:`verify_run` adds what cannot be attributed to a step: unreadable ledger lines.
+is no record. A recorded run (``batchscope.record``) cannot be recomputed: its (step, rank) is ``recorded`` when every
+sample it wrote down still resolves to the row it names, ``mismatch`` when one does not. :func:`verify_run` adds what
+cannot be attributed to a step: unreadable ledger lines.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ EXIT_UNTRAINED = 3  # the data matches, but some steps were fetched and never ma
 class Verification:
     """The ledger compared with a recomputation of one (step, rank)."""
 
-    status: str  # "verified", "untrained", "mismatch" or "no-ledger"
+    status: str  # "verified", "untrained", "mismatch", "no-ledger", or "recorded" (a recorded run: written down, not recomputed)
     step: int
     rank: int
     world_size: int
@@ -38,8 +40,9 @@ class Verification:
 
     @property
     def verified(self) -> bool | None:
-        """Whether the ledger's data agrees with the recomputation (None: no record)."""
-        return None if self.status == "no-ledger" else self.status in ("verified", "untrained")
+        """Whether the ledger's data agrees with the recomputation (None: no record, or a recorded step, which nothing
+        recomputes)."""
+        return None if self.status in ("no-ledger", "recorded") else self.status in ("verified", "untrained")
 
     @property
     def trained(self) -> bool | None:
@@ -120,7 +123,8 @@ class RunVerification:
 
     @property
     def exit_code(self) -> int:
-        """0 verified, 1 mismatch, 2 cannot check (missing records, unreadable lines), 3 fetched but not trained."""
+        """0 verified (or recorded), 1 mismatch, 2 cannot check (missing records, unreadable lines), 3 fetched but not
+        trained."""
         if self.count("mismatch"):
             return EXIT_MISMATCH
         if self.count("no-ledger") or any(p.fatal for p in self.problems) or not sum(self.counts.values()):
@@ -155,7 +159,7 @@ def verify_run(run: CheckedRun, steps: range) -> RunVerification:
         for batch in run.global_batch(step):
             check = run.compare(batch)
             counts[check.status] = counts.get(check.status, 0) + 1
-            if check.status != "verified":
+            if check.status not in ("verified", "recorded"):
                 failures.append(check)
     return RunVerification(run.name, steps, counts, failures, run.ledger.problems())
 
