@@ -56,7 +56,9 @@ class RunCache:
             if cached is not None:
                 self._batches.move_to_end(key)
                 return cached
-        if self._budget is not None and run.plan.decodes_media:  # its transforms decode media: one of the large-decode slots
+        if (
+            self._budget is not None and run.kind == "native" and run.plan.decodes_media
+        ):  # its transforms decode media: one of the large-decode slots
             with self._budget.decoding(self._budget.limit, f"a batch of run {run.name} (its transforms decode media)"):
                 batch = run.batch(step, rank, world_size=size)
         else:

@@ -11,7 +11,6 @@ wraps any loader to write down what it yields (``loaders.record``).
 
 from loaders import *  # noqa: F401,F403  (re-exported: the public API)
 from loaders import __all__ as _loaders_all
-
 from loaders.record import record  # noqa: E402  (batchscope.record: write down what any loader yields)
 
 from . import importers  # noqa: E402

@@ -36,9 +36,14 @@ def runs(root: RootOption = None) -> None:
         table = Table("run", "steps", "batch", "sources", "world sizes")
         for name in catalog.runs():
             run = catalog.run(name)
-            sources = ", ".join(f"{s.dataset}@{s.version[:12]}" for s in run.sources)
+            if run.kind == "native":
+                sources = ", ".join(f"{s.dataset}@{s.version[:12]}" for s in run.sources)
+            else:  # a recorded run: the source its keys name, if any
+                source = getattr(run, "source", None)
+                sources = f"{run.kind}: " + (f"{source['dataset']}@{source['version'][:12]}" if source else "samples kept for themselves")
             sizes = " → ".join(f"{span.world_size} (from {span.start_step})" for span in run.world_size_history())
-            table.add_row(name, str(run.total_steps), str(run.global_batch_size), sources, sizes)
+            steps = str(run.total_steps) if run.total_steps is not None else f"{run.known_steps} so far"
+            table.add_row(name, steps, str(run.global_batch_size), sources, sizes)
         console.print(table)
 
 
@@ -67,7 +72,7 @@ def verify(
     """
     with friendly_errors(exit_code=EXIT_CANNOT_CHECK):
         run = open_catalog(root).run(run_name)
-        window = _parse_steps(steps, run.total_steps)
+        window = _parse_steps(steps, run.total_steps if run.total_steps is not None else run.known_steps)
         for step in window:
             run.check_step(step)
         report = verify_run(run, window)
@@ -101,11 +106,13 @@ def _print_report(run: Run, report: RunVerification) -> None:
             f"[yellow]! rank {rank} of {world_size}[/]: {_steps(steps)} fetched but never marked trained", highlight=False, soft_wrap=True
         )
     window = report.steps
+    meaning = "recorded" if run.kind == "recorded" and report.exit_code == EXIT_VERIFIED else EXIT_MEANINGS[report.exit_code]
+    recorded = f"{report.count('recorded')} recorded (written while training, not recomputed), " if run.kind == "recorded" else ""
     console.print(
-        f"{run.name}: {report.count('verified')} verified, {report.count('mismatch')} mismatched, "
+        f"{run.name}: {recorded}{report.count('verified')} verified, {report.count('mismatch')} mismatched, "
         f"{report.count('no-ledger')} without a ledger entry, {report.count('untrained')} fetched "
         f"but not trained, {sum(p.fatal for p in report.problems)} unreadable ledger line(s) "
-        f"(steps {window.start}-{window.stop - 1}; exit {report.exit_code}: {EXIT_MEANINGS[report.exit_code]})",
+        f"(steps {window.start}-{window.stop - 1}; exit {report.exit_code}: {meaning})",
         highlight=False,
         soft_wrap=True,
     )

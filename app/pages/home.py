@@ -36,6 +36,7 @@ class RunSummary:
     last_loss: float | None = None
     status: str = "not started"
     error: str | None = None
+    kind: str = "native"  # native, replayed or recorded (loaders.run.kinds)
 
     @property
     def badge(self) -> str:
@@ -44,16 +45,18 @@ class RunSummary:
 
 
 def run_summary(run: Run, *, now: float | None = None) -> RunSummary:
-    """A run's progress from its ledger (``now`` is the clock, for tests)."""
+    """A run's progress from its ledger (``now`` is the clock, for tests); ``steps`` is None for a run whose length is
+    not known yet (a recorded run still training)."""
     entries = run.ledger.entries()
     losses = run.ledger.series("loss", world_size_at=run.world_size_at)
     summary = RunSummary(run.name, urls.run(run.name), steps=run.total_steps, last_loss=losses[-1][1] if losses else None)
+    summary.kind = run.kind
     if not entries:
         return summary
     last = max(e.step for e in entries)
     summary.logged_steps = len({e.step for e in entries})
     summary.last_step, summary.last_step_url = last, urls.step(run.name, last)
-    if last >= run.total_steps - 1:
+    if run.total_steps is not None and last >= run.total_steps - 1:
         summary.status = "complete"
     elif (now if now is not None else time.time()) - max(e.time for e in entries) <= RUNNING_SECONDS:
         summary.status = "running"

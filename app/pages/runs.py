@@ -13,6 +13,8 @@ from ..jsonable import html_only
 from ..run_cache import RunCache
 from .common import Link
 from .mixture import MixtureView, run_mixture
+from .progress import RunProgress, progress, step_count
+from .recorded import RecordedInfo, recorded_info
 from .spikes import DEFAULT_SMOOTHING, OUTLIER_K, OUTLIER_WINDOW, SMOOTHING, Outlier, ema, outliers, thin, window
 
 #: Charts are drawn from at most this many points (thinned keeping each bucket's extremes), so huge runs stay light.
@@ -76,16 +78,19 @@ class ChartView:
 
 @dataclass
 class RunPage:
+    """The run page. ``total_steps`` is the steps a page can show (for a recorded run still training, those recorded so
+    far); a recorded run has no plan, so its plan fields are None and ``recorded`` says how it was recorded."""
+
     name: str
     url: str
     fingerprint: str
     created: str | None
     total_steps: int
     global_batch_size: int
-    streams: int
+    streams: int | None
     allowed_world_sizes: list[int]
-    seed: int
-    read_format: int
+    seed: int | None
+    read_format: int | None
     sequences_per_block: int | None
     packing: dict[str, Any] | None
     sources: list[SourceEntry]
@@ -100,6 +105,9 @@ class RunPage:
     plan: dict[str, Any]
     mixture: MixtureView | None = None
     mixture_error: str | None = None
+    kind: str = "native"
+    recorded: RecordedInfo | None = None
+    progress: RunProgress | None = None
     title: str = html_only("")
     crumbs: list[Link] = html_only(default_factory=list)
     step_box_url: str = html_only("")
@@ -181,7 +189,7 @@ def chart_view(
     run: Run, other: Run | None, *, start: int | None, end: int | None, smooth: float | None, overlay: str | None, overlay_error: str | None
 ) -> ChartView:
     """The chart settings of a run page URL, with links that zoom and pan (for browsers without JavaScript)."""
-    last = max(0, run.total_steps - 1)
+    last = max(0, step_count(run) - 1)
     lo = min(max(0, start), last) if start is not None else None
     hi = min(max(0, end), last) if end is not None else None
     if lo is not None and hi is not None and hi < lo:
@@ -227,6 +235,8 @@ def run_page(
         except BatchscopeError as exc:
             overlay_error = exc.message
     view = chart_view(run, other, start=start, end=end, smooth=smooth, overlay=overlay, overlay_error=overlay_error)
+    if run.kind != "native":
+        return _unplanned_run_page(catalog, run, view, other)
     total_weight = sum(s.weight for s in run.sources)
     sources = [
         SourceEntry(
@@ -273,6 +283,44 @@ def run_page(
         plan=run.manifest["plan"],
         mixture=mixture,
         mixture_error=mixture_error,
+        progress=progress(run),
+        title=f"run {run.name}",
+        crumbs=[Link("runs", urls.home()), Link(run.name, urls.run(run.name))],
+        step_box_url=urls.run(run.name),
+    )
+
+
+def _unplanned_run_page(catalog: Catalog, run: Run, view: ChartView, other: Run | None) -> RunPage:
+    """The run page of a run without a batchscope plan (a recorded run): its metrics, world size and how it was
+    recorded; no plan, sources, packing or mixture panels."""
+    steps = run.ledger.steps()
+    count = step_count(run)
+    return RunPage(
+        name=run.name,
+        url=urls.run(run.name),
+        fingerprint=run.fingerprint,
+        created=run.manifest.get("created"),
+        total_steps=count,
+        global_batch_size=run.global_batch_size,
+        streams=None,
+        allowed_world_sizes=[s.world_size for s in run.world_size_history()],
+        seed=None,
+        read_format=None,
+        sequences_per_block=None,
+        packing=None,
+        sources=[],
+        transforms=[],
+        world_sizes=[{"start_step": s.start_step, "world_size": s.world_size} for s in run.world_size_history()],
+        ledger_steps=len(steps),
+        last_logged_step=steps[-1] if steps else None,
+        metrics=metric_charts(run, view, other),
+        chart=view,
+        first_step_url=urls.step(run.name, 0),
+        last_step_url=urls.step(run.name, max(0, count - 1)),
+        plan={},
+        kind=run.kind,
+        recorded=recorded_info(catalog, run) if run.kind == "recorded" else None,
+        progress=progress(run),
         title=f"run {run.name}",
         crumbs=[Link("runs", urls.home()), Link(run.name, urls.run(run.name))],
         step_box_url=urls.run(run.name),

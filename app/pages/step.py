@@ -25,6 +25,7 @@ from .forensics import (
     token_stats,
 )
 from .mixture import StepMixView, step_mixture
+from .progress import RunProgress, progress, step_count
 from .steps import verdict
 
 
@@ -75,6 +76,8 @@ class StepPage:
     padding: int
     padding_warning: str | None
     mix: StepMixView | None = None
+    kind: str = "native"
+    progress: RunProgress | None = None
     title: str = html_only("")
     crumbs: list[Link] = html_only(default_factory=list)
     sorts: list[Link] = html_only(default_factory=list)
@@ -145,13 +148,15 @@ def step_page(catalog: Catalog, runs: RunCache, name: str, step: int, *, sort: s
         ranks=shares,
         run_url=urls.run(run.name),
         prev_url=urls.step(run.name, step - 1) if step > 0 else None,
-        next_url=urls.step(run.name, step + 1) if step + 1 < run.total_steps else None,
+        next_url=urls.step(run.name, step + 1) if step + 1 < step_count(run) else None,
         samples=ranked,
         sort=order,
         tokens=sum(t.tokens for t in every),
         padding=sum(t.padding for t in every),
         padding_warning=step_padding_warning(every),
-        mix=step_mixture(step_mix(run, step, batches)),
+        mix=step_mixture(step_mix(run, step, batches)) if run.kind == "native" else None,
+        kind=run.kind,
+        progress=progress(run),
         title=f"{run.name} · step {step}",
         crumbs=[Link("runs", urls.home()), Link(run.name, urls.run(run.name)), Link(f"step {step}", urls.step(run.name, step))],
         sorts=sort_links(urls.step(run.name, step), order),

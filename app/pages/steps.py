@@ -11,6 +11,7 @@ from loaders import Batch, Catalog, Document, Run
 from loaders.errors import SampleNotFound, StorageError
 
 from .. import urls
+from ..errors import BadQuery
 from ..flags import Flag, FlagStore
 from ..jsonable import html_only
 from ..renderers.inputs import InputBlock, InputPlace, TokenValues, input_blocks
@@ -29,6 +30,7 @@ from .forensics import (
     step_padding_warning,
     token_stats,
 )
+from .progress import RunProgress, progress, step_count
 from .sample import FLAGS_SHOWN, FieldBlock, FlagForm, flag_form, render_fields
 
 
@@ -44,7 +46,7 @@ class Verdict:
 
 
 def verdict(run: Run, batch: Batch) -> Verdict:
-    """The page's badge for ``run.compare(batch)``."""
+    """The page's badge for ``run.compare(batch)`` (a recorded run's steps say "recorded", never "verified")."""
     check = run.compare(batch)
     labels = {
         "no-ledger": "no ledger",
@@ -52,6 +54,13 @@ def verdict(run: Run, batch: Batch) -> Verdict:
         "untrained": "✓ verified, but fetched and never marked trained",
         "mismatch": f"✗ {len(check.differing)} sample(s) differ from the ledger",
     }
+    if run.kind == "recorded":
+        notes = "; ".join(check.reasons)
+        labels |= {
+            "no-ledger": "not recorded" + (f" — {notes}" if notes else ""),
+            "recorded": "● recorded (what the loader yielded, written while training)" + (f" — {notes}" if notes else ""),
+            "mismatch": f"✗ {len(check.differing)} recorded sample(s) no longer resolve — {notes}",
+        }
     return Verdict(check.status, check.verified, check.ledger_digest, check.differing, labels[check.status])
 
 
@@ -193,6 +202,8 @@ class RankPage:
     against: Against | None = None
     sort: str = "position"
     padding_warning: str | None = None
+    kind: str = "native"
+    progress: RunProgress | None = None
     ranks: list[Link] = html_only(default_factory=list)
     sorts: list[Link] = html_only(default_factory=list)
     views: list[View] = html_only(default_factory=list)
@@ -349,6 +360,10 @@ def rank_page(
     check = verdict(run, batch)
     existing = _batch_flags(flags, run, batch)
     order = check_sort(sort, "position")
+    if against and run.kind != "native":
+        raise BadQuery(
+            f"against: run {run.name} is a {run.kind} run; only a run with a batchscope plan can be re-resolved against {against!r}"
+        )
     samples = [
         _sample_entry(
             catalog,
@@ -388,6 +403,8 @@ def rank_page(
         next_url=_neighbour_step(run, step + 1, rank),
         against=compare_against(run, batch, against) if against else None,
         sort=order,
+        kind=run.kind,
+        progress=progress(run),
         padding_warning=step_padding_warning([token_stats(s.inputs) for s in batch.samples], what="batch"),
         sorts=sort_links(urls.rank(run.name, step, rank), order),
         ranks=[Link(f"rank {r}", urls.rank(run.name, step, r), "current" if r == rank else None) for r in range(world_size)],
@@ -427,7 +444,7 @@ def _flags_by_sample(flags: FlagStore, run: Run, batch: Batch) -> list[list[Flag
 
 
 def _neighbour_step(run: Run, step: int, rank: int) -> str | None:
-    if not 0 <= step < run.total_steps:
+    if not 0 <= step < step_count(run):
         return None
     return urls.rank(run.name, step, min(rank, run.world_size_at(step) - 1))
 

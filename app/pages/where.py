@@ -73,7 +73,10 @@ def runs_reading(catalog: Catalog, open_run: OpenRun, version: DatasetVersion, o
                 raise
             found.append((name, exc.message, []))
             continue
-        sources = [i for i, s in enumerate(run.sources) if s.dataset == version.name and s.version == version.id]
+        # Only a run with a batchscope plan can be inverted; a recorded run's ledger is its only record.
+        sources = (
+            [i for i, s in enumerate(run.sources) if s.dataset == version.name and s.version == version.id] if run.kind == "native" else []
+        )
         if sources or only is not None:
             found.append((name, run, sources))
     return found

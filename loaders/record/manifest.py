@@ -82,7 +82,9 @@ def open_or_create(
 def check(manifest: dict[str, Any], *, name: str, world_size: int, source: dict[str, str] | None) -> None:
     """Refuse settings that contradict what run ``name`` recorded so far (both values named)."""
     if manifest.get("kind") != "recorded":
-        raise RecordRefused(f"run {name!r} exists and is a {manifest.get('kind', 'native')} run, not a recorded one; record under another name")
+        raise RecordRefused(
+            f"run {name!r} exists and is a {manifest.get('kind', 'native')} run, not a recorded one; record under another name"
+        )
     recorded = manifest["recorded"]
     if recorded["world_size"] != world_size:
         raise RecordRefused(

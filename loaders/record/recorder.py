@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import json
 import os
 import time
 import weakref
@@ -96,6 +97,8 @@ class Recorder:
         self.manifest = open_or_create(self.catalog, run, world_size=world_size, source=described, options=stored)
         self.name = run
         self._lock_file = _claim(self.catalog, run, rank, world_size)
+        with contextlib.suppress(FileNotFoundError):  # this rank is recording again: the run is not over
+            os.unlink(storage.join(run_dir(self.catalog, run), "record", f"end-w{world_size}-r{rank}.json"))
         self.resolver = KeyResolver(version) if version is not None else None
         recorded = self.manifest["recorded"]
         self.writer = Writer(
@@ -121,7 +124,7 @@ class Recorder:
         for batch in self.loader:
             self.take(batch)
             yield batch
-        self.close()
+        self.close(ended=True)
 
     def take(self, batch: Any) -> None:
         """Record ``batch`` as the next micro-batch (what iterating does; for loops that fetch batches themselves)."""
@@ -185,15 +188,27 @@ class Recorder:
         if state.get("format") != STATE_FORMAT or state.get("run") != self.name:
             raise StateMismatch(f"not a recorder state of run {self.name!r}: {dict(list(state.items())[:4])}")
         if state.get("world_size") != self.world_size:
-            raise RecordRefused(f"the state was saved with world size {state.get('world_size')}; this job gives world_size={self.world_size}")
+            raise RecordRefused(
+                f"the state was saved with world size {state.get('world_size')}; this job gives world_size={self.world_size}"
+            )
         self.step = int(state["step"])
         self._micro = []
 
-    def close(self) -> None:
-        """Write everything recorded and release the rank (also at exit, and when the loader is exhausted)."""
-        if not self._closed:
-            self._closed = True
-            self._finalizer()
+    def close(self, *, ended: bool = False) -> None:
+        """Write everything recorded and release the rank (also at exit, and when the loader is exhausted).
+
+        ``ended``: the loader is exhausted, so this rank's run is over — once every rank's is, the run's length is
+        known (:attr:`loaders.record.run.RecordedRun.total_steps`)."""
+        if self._closed:
+            return
+        self._closed = True
+        if self._micro:
+            self._finish_step()  # the last, incomplete accumulation: what the loader yielded
+        self._finalizer()
+        if ended:
+            with contextlib.suppress(OSError):
+                end = storage.join(run_dir(self.catalog, self.name), "record", f"end-w{self.world_size}-r{self.rank}.json")
+                storage.write_bytes_atomic(end, json.dumps({"steps": self.step}).encode())
 
     def __enter__(self) -> "Recorder":
         return self
@@ -275,4 +290,6 @@ def record(
     True
     """
     options = RecordOptions(micro_batches, start_step, max_sample_bytes, max_bytes, flush_seconds, tokenizer)
-    return Recorder(loader, run=run, root=root, rank=rank, world_size=world_size, source=source, keys=keys, samples=samples, options=options, hook=hook)
+    return Recorder(
+        loader, run=run, root=root, rank=rank, world_size=world_size, source=source, keys=keys, samples=samples, options=options, hook=hook
+    )

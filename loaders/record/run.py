@@ -13,6 +13,7 @@ yielded, written while training — never ``verified``.
 from __future__ import annotations
 
 import functools
+import json
 import threading
 from typing import Any, Iterator
 
@@ -63,9 +64,18 @@ class RecordedRun:
 
     @property
     def total_steps(self) -> int | None:
-        """Steps of the run when it declared them; None while unknown (a recorded run may still be training)."""
-        total = self.manifest["recorded"].get("total_steps")
-        return int(total) if total is not None else None
+        """Steps of the run once every rank's loader was exhausted (each rank notes it); None until then (a recorded
+        run may still be training, or was stopped)."""
+        ends = []
+        for rank in range(self.world_size):
+            path = storage.join(self.directory, "record", f"end-w{self.world_size}-r{rank}.json")
+            if not storage.stat(path).exists:
+                return None
+            try:
+                ends.append(int(json.loads(storage.read_bytes(path))["steps"]))
+            except (ValueError, KeyError, TypeError):
+                return None
+        return max(ends)
 
     @property
     def known_steps(self) -> int:

@@ -184,7 +184,9 @@ class Writer:
         if rows:
             path = os.path.join(self.samples_dir, f"w{self.world_size}-r{self.rank}-{taken[0].step:09d}-{self.files:06d}.parquet")
             notes = {"recorded_by": self.run, "rank": self.rank, "world_size": self.world_size, "steps": [taken[0].step, taken[-1].step]}
-            version, found = write_kept(self.catalog, self.samples_dataset, path, list(rows.values()), tokenizer=self.tokenizer, notes=notes)
+            version, found = write_kept(
+                self.catalog, self.samples_dataset, path, list(rows.values()), tokenizer=self.tokenizer, notes=notes
+            )
             self.files += 1
             slot = self._slot(self.samples_dataset, version.id)
             for content, (shard, row) in found.items():
