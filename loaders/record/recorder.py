@@ -82,6 +82,8 @@ class Recorder:
         samples: Callable[[Any], list[dict[str, Any]]] | None = None,
         options: RecordOptions = RecordOptions(),
         hook: str | None = None,
+        hook_config: dict[str, Any] | None = None,
+        note: Callable[[Any], Any] | None = None,
     ) -> None:
         check_rank(run, rank, world_size)
         if keys is not None and source is None:
@@ -93,7 +95,8 @@ class Recorder:
         version = self.catalog.resolve(source) if source is not None else None
         described = {"ref": source, "dataset": version.name, "version": version.id} if version is not None else None
         stored = {"micro_batches": options.micro_batches, "max_sample_bytes": options.max_sample_bytes, "max_bytes": options.max_bytes}
-        stored |= {"tokenizer": options.tokenizer, "hook": hook}
+        stored |= {"tokenizer": options.tokenizer, "hook": hook, "hook_config": hook_config}
+        self.note_of = note
         self.manifest = open_or_create(self.catalog, run, world_size=world_size, source=described, options=stored)
         self.name = run
         self._lock_file = _claim(self.catalog, run, rank, world_size)
@@ -116,6 +119,7 @@ class Recorder:
         )
         self.step = options.start_step
         self._micro: list[tuple[list[Any], list[Any], int]] = []
+        self._notes: list[Any] = []
         self._closed = False
         self._finalizer = weakref.finalize(self, _close_quietly, self.writer, self._lock_file)
 
@@ -137,6 +141,12 @@ class Recorder:
             self._finish_step()
 
     def _take(self, batch: Any) -> None:
+        if self.note_of is not None:
+            try:
+                self._notes.append(self.note_of(batch))
+            except Exception as exc:  # noqa: BLE001
+                self.writer.warn_once("note", f"batchscope.record: the hook's note failed on step {self.step} ({type(exc).__name__}: {exc})")
+                self._notes.append(None)
         keys: list[Any] = []
         if self.keys_of is not None:
             try:
@@ -167,8 +177,8 @@ class Recorder:
         keys = [k for part in self._micro for k in part[0]]
         pairs = [p for part in self._micro for p in part[1]]
         micro = [part[2] for part in self._micro]
-        self._micro = []
-        self.writer.put(Taken(self.step, [a for a, _ in pairs], keys, [f for _, f in pairs], micro, time.time()))
+        notes, self._micro, self._notes = (self._notes or None), [], []
+        self.writer.put(Taken(self.step, [a for a, _ in pairs], keys, [f for _, f in pairs], micro, time.time(), notes))
         self.step += 1
 
     # -- what the trainer tells -------------------------------------------------------------------------------
@@ -192,7 +202,7 @@ class Recorder:
                 f"the state was saved with world size {state.get('world_size')}; this job gives world_size={self.world_size}"
             )
         self.step = int(state["step"])
-        self._micro = []
+        self._micro, self._notes = [], []
 
     def close(self, *, ended: bool = False) -> None:
         """Write everything recorded and release the rank (also at exit, and when the loader is exhausted).

@@ -48,6 +48,7 @@ class RecordedRun:
         self._slots: list[tuple[str, str]] = []
         self._lock = threading.Lock()
         self._versions: dict[tuple[str, str], DatasetVersion | BatchscopeError] = {}
+        self._rebuilds: dict[tuple[int, int, str], tuple[list[int], str | None]] = {}
 
     def __repr__(self) -> str:
         return f"RecordedRun({self.name!r}, world_size={self.world_size}, steps={self.known_steps})"
@@ -210,10 +211,43 @@ class RecordedRun:
             differing.append(sample.index)
             if len(reasons) < 3:
                 reasons.append(f"sample {sample.position}: {problem}")
+        restored, rebuilt = self._rebuilt(entry, batch)
+        for position in restored:
+            differing.append(batch.samples[position].index)
         if differing:
-            return Verification("mismatch", *where, batch.digest, entry.digest, differing, reasons)
-        note = self.source_note()
-        return Verification("recorded", *where, batch.digest, entry.digest, [], [note] if note else [])
+            return Verification("mismatch", *where, batch.digest, entry.digest, sorted(set(differing)), reasons + ([rebuilt] if rebuilt else []))
+        notes = [n for n in (self.source_note(), rebuilt) if n]
+        return Verification("recorded", *where, batch.digest, entry.digest, [], notes)
+
+    def _rebuilt(self, entry: LedgerEntry, batch: Batch) -> tuple[list[int], str | None]:
+        """For a hook that can rebuild a batch (Megatron-Energon's ``restore_sample``): the positions whose rebuilt values
+        differ from the recorded ones, and a line saying what the rebuild found (None for other hooks)."""
+        notes = (entry.recorded or {}).get("notes")
+        if self.hook != "energon" or not notes:
+            return [], None
+        key = (entry.step, entry.rank, entry.digest)
+        if key not in self._rebuilds:
+            from . import energon
+
+            config = self.manifest["recorded"].get("hook_config") or {}
+            try:
+                rebuilt = [sample for note in notes for sample in energon.restore(config, entry.rank, self.world_size, note)]
+            except Exception as exc:  # noqa: BLE001 - the page says why it could not rebuild
+                self._rebuilds[key] = ([], f"not rebuilt with Energon's restore_sample ({type(exc).__name__}: {exc})")
+            else:
+                differ = [
+                    position
+                    for position, (sample, again) in enumerate(zip(batch.samples, rebuilt))
+                    if any(sample.record.get(k) != _plain_value(v) for k, v in again.items())
+                ]
+                differ += list(range(min(len(rebuilt), len(batch.samples)), max(len(rebuilt), len(batch.samples))))
+                said = (
+                    f"rebuilt with Energon's restore_sample: {len(differ)} of {len(batch.samples)} samples differ from the record"
+                    if differ
+                    else f"rebuilt with Energon's restore_sample: the same {len(rebuilt)} samples"
+                )
+                self._rebuilds[key] = (differ, said)
+        return self._rebuilds[key]
 
     def _gap_reasons(self, step: int, rank: int) -> list[str]:
         return [
@@ -225,6 +259,11 @@ class RecordedRun:
     def where(self, *args: Any, **options: Any) -> Any:
         """A recorded run's order cannot be inverted (a shuffle buffer, a stream...): its ledger is the only record."""
         raise NotImplementedError(WHERE_REASON)
+
+
+def _plain_value(value: Any) -> Any:
+    """A rebuilt value as the kept row holds it (arrays as lists)."""
+    return value.tolist() if hasattr(value, "tolist") else value
 
 
 WHERE_REASON = "a recorded run's order cannot be inverted: where it read a sample is only in its ledger"

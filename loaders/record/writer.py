@@ -39,6 +39,7 @@ class Taken:
     fields: list[dict[str, Any] | None]  # the values of each sample to keep (None where the source holds it)
     micro: list[int]
     time: float
+    notes: list[Any] | None = None  # what a hook noted of each micro-batch (an Energon restore key...)
 
 
 @dataclass
@@ -218,6 +219,8 @@ class Writer:
             "at": [[local[slot], shard, row] for slot, shard, row, _ in placed],
             "micro": item.micro,
         }
+        if item.notes is not None:
+            recorded["notes"] = item.notes
         given = [k if k is not None and k != key else None for k, (_, _, _, key) in zip(item.keys, placed)]
         if any(g is not None for g in given):
             recorded["given"] = given
