@@ -22,6 +22,7 @@
     // Our own server's answer, parsed inert (DOMParser runs no script), its live parts moved into the page.
     var parsed = new DOMParser().parseFromString(html, "text/html");
     parsed.querySelectorAll("[data-live-swap][id]").forEach(function (fresh) {
+      if (fresh.parentElement && fresh.parentElement.closest("[data-live-swap]")) { return; }  // moves with its container
       var old = document.getElementById(fresh.id);
       if (old) { old.replaceWith(document.adoptNode(fresh)); }
     });
