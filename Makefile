@@ -25,8 +25,15 @@ $(VENV)/.base: pyproject.toml setup.py
 # CPU torch and breaks every library that imports it when present (transformers, lightning); nothing here needs it.
 DROP_TORCHVISION := $(BIN)/python -m pip uninstall -y -q torchvision >/dev/null 2>&1 || true
 
+# torchtitan's package pins datasets<4.8 and pulls wandb and tensorboard, none of which its data loader uses: it is
+# installed without its dependencies, then with exactly what its text data loader imports.
+TORCHTITAN := 'torchtitan==0.3.0'
+TORCHTITAN_LOADER_DEPS := 'torchdata>=0.8' 'tyro>=0.9' 'spmd_types==0.2.3' 'torch_checkpointing>=0.1.0' 'torch==2.13.0'
+
 $(VENV)/.test: $(VENV)/.base
-	@$(BIN)/python -m pip install -q --disable-pip-version-check -e '.[test]'
+	@$(BIN)/python -m pip install -q --disable-pip-version-check -e '.[test,hf,energon,litdata]'
+	@$(BIN)/python -m pip install -q --disable-pip-version-check --no-deps $(TORCHTITAN)
+	@$(BIN)/python -m pip install -q --disable-pip-version-check $(TORCHTITAN_LOADER_DEPS)
 	@$(DROP_TORCHVISION)
 	@touch $@
 

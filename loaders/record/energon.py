@@ -46,7 +46,9 @@ def batch_samples(batch: Any) -> list[dict[str, Any]]:
     """One dict per sample of an Energon batch (a dataclass of per-sample lists): every field but the batch's own."""
     if not dataclasses.is_dataclass(batch):
         return generic_samples(batch)
-    columns = {("energon_key" if f.name == "__key__" else f.name): getattr(batch, f.name) for f in dataclasses.fields(batch) if f.name not in META}
+    columns = {
+        ("energon_key" if f.name == "__key__" else f.name): getattr(batch, f.name) for f in dataclasses.fields(batch) if f.name not in META
+    }
     return generic_samples(columns)
 
 
@@ -97,5 +99,7 @@ def restore(config: dict[str, Any], rank: int, world_size: int, key: Any) -> lis
     ``config["path"]`` (raises when the dataset or Energon is not available)."""
     if not os.path.isdir(config["path"]):
         raise FileNotFoundError(f"the Energon dataset {config['path']} is not available here")
-    loader = _loader(config["path"], config["batch_size"], config["shuffle_buffer_size"], config["max_samples_per_sequence"], rank, world_size)
+    loader = _loader(
+        config["path"], config["batch_size"], config["shuffle_buffer_size"], config["max_samples_per_sequence"], rank, world_size
+    )
     return batch_samples(loader.restore_sample(restore_key(key)))

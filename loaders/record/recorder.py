@@ -145,7 +145,9 @@ class Recorder:
             try:
                 self._notes.append(self.note_of(batch))
             except Exception as exc:  # noqa: BLE001
-                self.writer.warn_once("note", f"batchscope.record: the hook's note failed on step {self.step} ({type(exc).__name__}: {exc})")
+                self.writer.warn_once(
+                    "note", f"batchscope.record: the hook's note failed on step {self.step} ({type(exc).__name__}: {exc})"
+                )
                 self._notes.append(None)
         keys: list[Any] = []
         if self.keys_of is not None:

@@ -215,7 +215,9 @@ class RecordedRun:
         for position in restored:
             differing.append(batch.samples[position].index)
         if differing:
-            return Verification("mismatch", *where, batch.digest, entry.digest, sorted(set(differing)), reasons + ([rebuilt] if rebuilt else []))
+            return Verification(
+                "mismatch", *where, batch.digest, entry.digest, sorted(set(differing)), reasons + ([rebuilt] if rebuilt else [])
+            )
         notes = [n for n in (self.source_note(), rebuilt) if n]
         return Verification("recorded", *where, batch.digest, entry.digest, [], notes)
 

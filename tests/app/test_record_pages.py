@@ -25,7 +25,14 @@ def catalog(tmp_path) -> Catalog:
         warnings.simplefilter("ignore")
         for rank in range(2):
             rec = batchscope.record(
-                loader[rank::2], run="rec", root=catalog.root, rank=rank, world_size=2, source="alpha@v1", keys=column("id"), flush_seconds=0
+                loader[rank::2],
+                run="rec",
+                root=catalog.root,
+                rank=rank,
+                world_size=2,
+                source="alpha@v1",
+                keys=column("id"),
+                flush_seconds=0,
             )
             for i, _ in enumerate(rec):
                 rec.log(i, loss=1.0 + i + rank, sample_loss=[0.1, 9.0 + rank, 0.3, 0.2])
@@ -47,7 +54,9 @@ def test_step_and_rank_pages_say_recorded_rank_by_logged_loss_and_show_kept_samp
     client = make_client(root=catalog.root)
     step = soup(client.get("/runs/rec/steps/1"))
     badges = [b.get_text(strip=True) for b in step.select("tr.rank-share .verify")]
-    assert len(badges) == 2 and all(b.startswith("● recorded") for b in badges) and "verified" not in step.select_one("#step-ranks").get_text()
+    assert (
+        len(badges) == 2 and all(b.startswith("● recorded") for b in badges) and "verified" not in step.select_one("#step-ranks").get_text()
+    )
     worst = step.select("tr.step-sample")[0]
     assert (worst["data-rank"], worst["data-position"]) == ("1", "1")  # sample_loss 10.0
     data = client.get("/api/runs/rec/steps/1/ranks/0").json()
@@ -86,7 +95,9 @@ def test_verify_counts_recorded_steps_and_fails_when_a_row_no_longer_resolves(ca
 
     batchscope_cli = str(Path(sys.executable).parent / "batchscope")
     done = subprocess.run([batchscope_cli, "verify", "rec", "--root", catalog.root], capture_output=True, text=True)
-    assert done.returncode == 0 and "6 recorded (written while training, not recomputed)" in done.stdout and "exit 0: recorded" in done.stdout
+    assert (
+        done.returncode == 0 and "6 recorded (written while training, not recomputed)" in done.stdout and "exit 0: recorded" in done.stdout
+    )
     samples = catalog.resolve("rec.samples")
     (Path(catalog.root) / "datasets" / "rec.samples" / "versions" / f"{samples.id}.json").unlink()
     done = subprocess.run([batchscope_cli, "verify", "rec", "--root", catalog.root], capture_output=True, text=True)

@@ -48,7 +48,14 @@ def test_energon_batches_are_recorded_and_rebuilt_with_restore_sample(tmp_path):
             warnings.simplefilter("ignore")
             loader = get_savable_loader(get_train_dataset(str(dataset), worker_config=config, **settings))
         rec = record_energon(
-            loader, path=dataset, **settings, run="energon", root=catalog.root, rank=rank, world_size=2, options=RecordOptions(flush_seconds=0)
+            loader,
+            path=dataset,
+            **settings,
+            run="energon",
+            root=catalog.root,
+            rank=rank,
+            world_size=2,
+            options=RecordOptions(flush_seconds=0),
         )
         yielded[rank] = []
         for batch in rec:
@@ -69,5 +76,9 @@ def test_energon_batches_are_recorded_and_rebuilt_with_restore_sample(tmp_path):
     shutil.move(dataset, tmp_path / "moved-away")
     elsewhere = catalog.run("energon")
     check = elsewhere.compare(elsewhere.batch(1, 0))
-    assert check.status == "recorded" and "not rebuilt with Energon's restore_sample" in check.reasons[0] and "not available" in check.reasons[0]
+    assert (
+        check.status == "recorded"
+        and "not rebuilt with Energon's restore_sample" in check.reasons[0]
+        and "not available" in check.reasons[0]
+    )
     assert os.path.isdir(tmp_path / "moved-away")
