@@ -86,7 +86,10 @@ def column(name: str) -> Callable[[Any], list[str]]:
 
     def keys(batch: Any) -> list[str]:
         if isinstance(batch, dict):
-            values = _plain(batch[name])
+            values = batch[name]
+            if isinstance(values, list) and all(type(v) is str for v in values):
+                return values  # what the default collate makes of string keys: nothing to convert
+            values = _plain(values)
             return [str(_plain(v)) for v in (values.tolist() if isinstance(values, np.ndarray) else values)]
         return [str(_plain(item[name])) for item in batch]
 

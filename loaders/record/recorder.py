@@ -118,7 +118,7 @@ class Recorder:
             flush_seconds=options.flush_seconds,
         )
         self.step = options.start_step
-        self._micro: list[tuple[list[Any], list[Any], int]] = []
+        self._micro: list[tuple[list[Any], list[Any], list[Any]]] = []  # (keys, where in the source, fields) per micro-batch
         self._notes: list[Any] = []
         self._closed = False
         self._finalizer = weakref.finalize(self, _close_quietly, self.writer, self._lock_file)
@@ -136,7 +136,7 @@ class Recorder:
             self._take(batch)
         except Exception as exc:  # noqa: BLE001 - the recorder never stops training
             self.writer.warn_once("take", f"batchscope.record: cannot read batch of step {self.step} ({type(exc).__name__}: {exc})")
-            self._micro.append(([], [], 0))
+            self._micro.append(([], [], []))
         if len(self._micro) == self.options.micro_batches:
             self._finish_step()
 
@@ -152,11 +152,16 @@ class Recorder:
         keys: list[Any] = []
         if self.keys_of is not None:
             try:
-                keys = [None if k is None else str(k) for k in self.keys_of(batch)]
+                given = self.keys_of(batch)
+                keys = (
+                    given
+                    if isinstance(given, list) and all(type(k) is str for k in given)
+                    else [None if k is None else str(k) for k in given]
+                )
             except Exception as exc:  # noqa: BLE001
                 self.writer.warn_once("keys", f"batchscope.record: keys() failed on step {self.step} ({type(exc).__name__}: {exc})")
                 keys = []
-        at = [self.resolver.find(k) if self.resolver is not None and k is not None else None for k in keys]
+        at = self.resolver.find_all(keys) if self.resolver is not None else [None] * len(keys)
         fields: list[Any] = [None] * len(at)
         if not keys or None in at:
             every = self.samples_of(batch)
@@ -173,14 +178,18 @@ class Recorder:
                     f"batchscope.record: key {bad!r} (step {self.step}, rank {self.rank}) is not in {self.resolver.ref}; "
                     "samples whose key is not there are kept for themselves (this warning is given once)",
                 )
-        self._micro.append((keys, list(zip(at, fields)), len(keys)))
+        self._micro.append((keys, at, fields))
 
     def _finish_step(self) -> None:
-        keys = [k for part in self._micro for k in part[0]]
-        pairs = [p for part in self._micro for p in part[1]]
-        micro = [part[2] for part in self._micro]
+        if len(self._micro) == 1:
+            (keys, at, fields), micro = self._micro[0], [len(self._micro[0][0])]
+        else:
+            keys = [k for part in self._micro for k in part[0]]
+            at = [a for part in self._micro for a in part[1]]
+            fields = [f for part in self._micro for f in part[2]]
+            micro = [len(part[0]) for part in self._micro]
         notes, self._micro, self._notes = (self._notes or None), [], []
-        self.writer.put(Taken(self.step, [a for a, _ in pairs], keys, [f for _, f in pairs], micro, time.time(), notes))
+        self.writer.put(Taken(self.step, at, keys, fields, micro, time.time(), notes))
         self.step += 1
 
     # -- what the trainer tells -------------------------------------------------------------------------------

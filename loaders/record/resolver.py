@@ -25,5 +25,9 @@ class KeyResolver:
     def find(self, key: str) -> tuple[int, int] | None:
         return self._rows.get(key)
 
+    def find_all(self, keys: list[str | None]) -> list[tuple[int, int] | None]:
+        """:meth:`find` of every key (None for a missing key, and for None)."""
+        return list(map(self._rows.get, keys))
+
     def __len__(self) -> int:
         return len(self._rows)

@@ -23,6 +23,7 @@ from ..catalog.version import DatasetVersion
 from ..errors import BatchscopeError, RankOutOfRange, StepOutOfRange
 from ..run.manifest import run_dir
 from ..sampling.batch import Address, Batch, Document, Sample
+from ..sampling.digests import document_hash, sample_digest
 from ..sampling.world_sizes import WorldSizeSpan
 from ..training.ledger import Ledger, LedgerEntry
 from ..training.verification import Verification
@@ -161,11 +162,13 @@ class RecordedRun:
         entry = self._entry(step, rank, world_size)
         if entry is None or entry.recorded is None:
             return Batch(self.name, step, rank, self.world_size, [], "")
-        versions = [tuple(v) for v in entry.recorded.get("versions", [])]
-        at = entry.recorded.get("at", [])
+        recorded = entry.recorded
+        versions = [tuple(v) for v in recorded.get("versions", [])]
+        shards, rows = recorded.get("shards", []), recorded.get("rows", [])
+        slots = recorded.get("slots") or [0] * len(shards)
         records: dict[int, list[dict[str, Any]]] = {}
         for local, (dataset, version) in enumerate(versions):
-            wanted = [(shard, row) for slot, shard, row in at if slot == local]
+            wanted = [(shard, row) for slot, shard, row in zip(slots, shards, rows) if slot == local]
             opened = self._open(dataset, version)
             try:
                 if isinstance(opened, BatchscopeError):
@@ -173,15 +176,16 @@ class RecordedRun:
                 records[local] = opened.read_many(wanted)
             except BatchscopeError:
                 records[local] = [{} for _ in wanted]  # compare() says why
-        taken = {local: iter(rows) for local, rows in records.items()}
+        taken = {local: iter(found) for local, found in records.items()}
         samples = []
-        for position, ((local, shard, row), key) in enumerate(zip(at, entry.keys)):
+        for position, (local, shard, row, key) in enumerate(zip(slots, shards, rows, entry.keys)):
             dataset, version = versions[local]
             record = next(taken[local])
             address = Address(dataset, version, int(shard), int(row))
             document = Document(self._slot(dataset, version), dataset, key, address, 0, record, None, 0)
-            digest = entry.samples[position] if position < len(entry.samples) else ""
-            samples.append(Sample(entry.indices[position], position, rank, [document], dict(record), digest))
+            samples.append(
+                Sample(entry.indices[position], position, rank, [document], dict(record), _digest(entry.indices[position], address))
+            )
         return Batch(self.name, step, rank, self.world_size, samples, entry.digest)
 
     def global_batch(self, step: int) -> Iterator[Batch]:
@@ -261,6 +265,12 @@ class RecordedRun:
     def where(self, *args: Any, **options: Any) -> Any:
         """A recorded run's order cannot be inverted (a shuffle buffer, a stream...): its ledger is the only record."""
         raise NotImplementedError(WHERE_REASON)
+
+
+def _digest(index: int, address: Address) -> str:
+    """A recorded sample's digest: its index and its document's address, as every run's samples."""
+    document = document_hash(address.dataset, address.version, address.shard, address.row)
+    return f"{sample_digest(index, [document]):016x}"
 
 
 def _plain_value(value: Any) -> Any:

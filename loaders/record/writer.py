@@ -18,9 +18,11 @@ import warnings
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+import numpy as np
+
 from .. import storage
 from ..catalog.store import CatalogStore
-from ..sampling.digests import DIGEST_FORMAT, batch_digest, document_hash, hex_digests, sample_digest
+from ..sampling.digests import DIGEST_FORMAT, batch_digest, document_hashes, sample_digests, version_hash
 from ..training.ledger import LedgerWriter
 from .kept import Limits, kept_row, write_kept
 
@@ -147,25 +149,41 @@ class Writer:
         return {"t": kind, "step": step, "rank": self.rank, "world_size": self.world_size, "time": round(time.time(), 3)}
 
     def _records(self, items: list[Any]) -> list[dict[str, Any]]:
-        """Ledger records for ``items`` in order, after keeping the samples they hold for themselves."""
-        slots = self._keep([i for i in items if isinstance(i, Taken)])
-        out = []
-        for item in items:
-            if isinstance(item, Taken):
-                out.append(self._batch_record(item, slots[id(item)]))
-            else:
-                out.append(item)
-        return out
+        """Ledger records for ``items`` in order, after keeping the samples they hold for themselves; the digests of
+        every sample of the turn are computed at once."""
+        taken = [i for i in items if isinstance(i, Taken)]
+        placed = self._keep(taken)
+        digests: dict[int, np.ndarray] = {}
+        if taken:
+            hashes = np.asarray([version_hash(*pair) for pair in self._versions], dtype=np.uint64)
+            every = [placed[id(item)] for item in taken]
+            firsts = [(item.step * self.world_size + self.rank) * len(p.keys) for item, p in zip(taken, every)]
+            found = sample_digests(
+                np.concatenate([np.arange(f, f + len(p.keys), dtype=np.int64) for f, p in zip(firsts, every)]),
+                document_hashes(
+                    hashes[np.concatenate([np.asarray(p.slots, dtype=np.int64) for p in every])],
+                    np.concatenate([np.asarray(p.shards, dtype=np.int64) for p in every]),
+                    np.concatenate([np.asarray(p.rows, dtype=np.int64) for p in every]),
+                ),
+            )
+            offsets = np.cumsum([0] + [len(p.keys) for p in every])
+            digests = {id(item): found[offsets[i] : offsets[i + 1]] for i, item in enumerate(taken)}
+        return [self._batch_record(item, placed[id(item)], digests[id(item)]) if isinstance(item, Taken) else item for item in items]
 
-    def _keep(self, taken: list[Taken]) -> dict[int, list[tuple[int, int, int, str]]]:
-        """Every sample's ``(version slot, shard, row, key)``; samples to keep are written as one new version."""
+    def _keep(self, taken: list[Taken]) -> dict[int, _Placed]:
+        """Where every sample lives (version slot, shard, row, key); samples to keep are written as one new version."""
         rows: dict[str, dict[str, Any]] = {}
-        placed: dict[int, list[tuple[int, int, int, str] | str]] = {}
+        pending: dict[int, list[tuple[int, int, int, str] | str]] = {}
+        placed: dict[int, _Placed] = {}
+        source = self._slot(*self.source) if self.source is not None else -1
         for item in taken:
+            if item.at and None not in item.at:  # every key resolved in the source: the common case, no loop per sample
+                placed[id(item)] = _Placed([source] * len(item.at), [a[0] for a in item.at], [a[1] for a in item.at], item.keys)  # type: ignore[index,arg-type]
+                continue
             here: list[tuple[int, int, int, str] | str] = []
             for at, key, fields in zip(item.at, item.keys, item.fields):
                 if at is not None and key is not None:
-                    here.append((self._slot(*self.source), at[0], at[1], key))  # type: ignore[misc]
+                    here.append((source, at[0], at[1], key))
                     continue
                 row, size, over = kept_row(fields or {}, limits=self.limits, used=self.kept_bytes, given=key)
                 content = row["_key"]
@@ -180,8 +198,7 @@ class Writer:
                     self.kept_bytes += size
                     self.kept_samples += over is None
                 here.append(content)
-            placed[id(item)] = here
-        where: dict[str, tuple[int, int, int]] = {}
+            pending[id(item)] = here
         if rows:
             path = os.path.join(self.samples_dir, f"w{self.world_size}-r{self.rank}-{taken[0].step:09d}-{self.files:06d}.parquet")
             notes = {"recorded_by": self.run, "rank": self.rank, "world_size": self.world_size, "steps": [taken[0].step, taken[-1].step]}
@@ -191,11 +208,11 @@ class Writer:
             self.files += 1
             slot = self._slot(self.samples_dataset, version.id)
             for content, (shard, row) in found.items():
-                where[content] = self._known[content] = (slot, shard, row)
-        return {
-            key: [p if isinstance(p, tuple) else (*where[p], p) for p in here]  # type: ignore[misc]
-            for key, here in placed.items()
-        }
+                self._known[content] = (slot, shard, row)
+        for key, here in pending.items():
+            full = [p if isinstance(p, tuple) else (*self._known[p], p) for p in here]
+            placed[key] = _Placed([p[0] for p in full], [p[1] for p in full], [p[2] for p in full], [p[3] for p in full])  # type: ignore[misc]
+        return placed
 
     def _slot(self, dataset: str, version: str) -> int:
         """A stable index of ``(dataset, version)`` among those this writer's records name."""
@@ -204,35 +221,37 @@ class Writer:
             self._versions.append(pair)
         return self._versions.index(pair)
 
-    def _batch_record(self, item: Taken, placed: list[tuple[int, int, int, str]]) -> dict[str, Any]:
-        n = len(placed)
+    def _batch_record(self, item: Taken, placed: _Placed, digests: np.ndarray) -> dict[str, Any]:
+        n = len(placed.keys)
         first = (item.step * self.world_size + self.rank) * n
-        indices = list(range(first, first + n))
-        used = sorted({slot for slot, _, _, _ in placed})
-        local = {slot: i for i, slot in enumerate(used)}
-        hashes = [document_hash(*self._versions[slot], shard, row) for slot, shard, row, _ in placed]
-        digests = [sample_digest(i, [h]) for i, h in zip(indices, hashes)]
-        import numpy as np
-
-        recorded: dict[str, Any] = {
-            "versions": [list(self._versions[slot]) for slot in used],
-            "at": [[local[slot], shard, row] for slot, shard, row, _ in placed],
-            "micro": item.micro,
-        }
+        used = sorted(set(placed.slots))
+        recorded: dict[str, Any] = {"versions": [list(self._versions[slot]) for slot in used], "shards": placed.shards, "rows": placed.rows}
+        if len(used) > 1:
+            local = {slot: i for i, slot in enumerate(used)}
+            recorded["slots"] = [local[slot] for slot in placed.slots]
+        recorded["micro"] = item.micro
         if item.notes is not None:
             recorded["notes"] = item.notes
-        given = [k if k is not None and k != key else None for k, (_, _, _, key) in zip(item.keys, placed)]
-        if any(g is not None for g in given):
-            recorded["given"] = given
+        if any(k is not None and k != key for k, key in zip(item.keys, placed.keys)):
+            recorded["given"] = [k if k is not None and k != key else None for k, key in zip(item.keys, placed.keys)]
         return self._base("batch", item.step) | {
-            "digest": batch_digest(self.run, item.step, self.rank, self.world_size, np.asarray(digests, dtype=np.uint64)),
-            "indices": indices,
-            "keys": [key for _, _, _, key in placed],
-            "samples": hex_digests(np.asarray(digests, dtype=np.uint64)),
+            "digest": batch_digest(self.run, item.step, self.rank, self.world_size, digests),
+            "indices": list(range(first, first + n)),
+            "keys": placed.keys,  # (per-sample digests are left out: each follows from its index and address, both here)
             "digest_format": DIGEST_FORMAT,
             "time": round(item.time, 3),
             "recorded": recorded,
         }
+
+
+@dataclass
+class _Placed:
+    """Where each sample of one step lives: version slot, shard and row, and its key there (parallel lists)."""
+
+    slots: list[int]
+    shards: list[int]
+    rows: list[int]
+    keys: list[str]
 
 
 def samples_dir(catalog: CatalogStore, run: str) -> str:
