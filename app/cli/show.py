@@ -9,6 +9,7 @@ from typing import Annotated, Any, Optional
 import numpy as np
 import typer
 from rich.console import Group
+from rich.markup import escape
 from rich.panel import Panel
 from rich.text import Text
 
@@ -74,6 +75,8 @@ def show(
         batch = runs.batch(run, step, rank)
         base = Settings.from_env().url.rstrip("/")
         badge = {True: "[green]✓ verified[/]", False: "[red]✗ differs from the ledger[/]", None: "[dim]no ledger[/]"}[page.verified]
+        if page.kind == "recorded":  # written while training, never recomputed: the page's own words
+            badge = f"[{'red' if page.verified is False else 'cyan'}]{escape(page.verification.label)}[/]"
         console.print(
             f"[bold]{page.run}[/] step {page.step} rank {page.rank} · world size {page.world_size} · {badge} · digest {page.digest[:12]}",
             highlight=False,
