@@ -103,7 +103,11 @@ CASES: dict[str, list[Case]] = {
         ),
     ],
     "live": [
-        lambda c: (urls.api(urls.run_live("no-such-run")), 404, f"no run named 'no-such-run' in catalog {c.root} (runs: {', '.join(c.runs())})"),
+        lambda c: (
+            urls.api(urls.run_live("no-such-run")),
+            404,
+            f"no run named 'no-such-run' in catalog {c.root} (runs: {', '.join(c.runs())})",
+        ),
     ],
     "runs": [
         lambda c: (
