@@ -128,6 +128,7 @@ class _FileState:
     lines: int = 0
     read: int = 0  # bytes read, the tail included
     tail: bytes = b""
+    seen: bytes = b""  # the last bytes read, compared when reading on: a file edited before them is read again whole
     held: tuple[int, str, str] | None = None  # (line number, text, why it is not a record)
     problems: list[LedgerProblem] = field(default_factory=list)  # found in the lines applied
 
@@ -156,6 +157,7 @@ class _Contents:
         writer that appended next marked it (a ``torn`` record right after it); any other unreadable line is.
         """
         state.read += len(data)
+        state.seen = (state.seen + data)[-64:]
         data = state.tail + data
         end = data.rfind(b"\n")
         state.tail = data[end + 1 :]
@@ -231,8 +233,8 @@ class Ledger:
         return [n for n in storage.list_names(self.directory) if n.endswith(".jsonl")]
 
     def _refresh(self) -> None:
-        """Read what was appended since the last look: ledger files only grow, so a live run costs what it added (a
-        file that shrank or vanished makes everything be read again)."""
+        """Read what was appended since the last look: ledger files only grow, so a live run costs what it added. A file
+        that shrank, vanished, or whose bytes before the end of the last look changed (an edit) is read again whole."""
         files = self._files()
         signature = tuple((n, storage.stat(storage.join(self.directory, n)).size) for n in files)
         with self._lock:
@@ -241,6 +243,17 @@ class Ledger:
             sizes = dict(signature)
             if any(sizes.get(name, -1) < state.read for name, state in self._states.items()):
                 self._contents, self._states = _Contents(), {}
+            fresh = {}
+            for name in files:
+                match = _FILE_NAME.match(name)
+                state = self._states.get(name)
+                if match is None or (state is not None and sizes[name] == state.read):
+                    continue
+                start = state.read - len(state.seen) if state is not None else 0
+                fresh[name] = storage.read_range(storage.join(self.directory, name), start, sizes[name] - start, cache=False)
+                if state is not None and not fresh[name].startswith(state.seen):  # rewritten, not appended to
+                    self._contents, self._states = _Contents(), {}
+                    return self._refresh_all(files, sizes, signature)
             problems = []
             for name in files:
                 match = _FILE_NAME.match(name)
@@ -248,11 +261,23 @@ class Ledger:
                     problems.append(LedgerProblem(name, 0, "not a ledger file name (expected w<W>-r<R>.jsonl)"))
                     continue
                 state = self._states.setdefault(name, _FileState(rank=int(match.group(2)), world_size=int(match.group(1))))
-                if sizes[name] > state.read:
-                    data = storage.read_range(storage.join(self.directory, name), state.read, sizes[name] - state.read, cache=False)
-                    self._contents.feed(name, state, data)
+                if name in fresh:
+                    self._contents.feed(name, state, fresh[name][len(state.seen) :])
                 problems += state.problems + state.pending(name)
             self._problems, self._signature = problems, signature
+
+    def _refresh_all(self, files: list[str], sizes: dict[str, int], signature: tuple[tuple[str, int], ...]) -> None:
+        """Read every file whole (holding the lock)."""
+        problems = []
+        for name in files:
+            match = _FILE_NAME.match(name)
+            if match is None:
+                problems.append(LedgerProblem(name, 0, "not a ledger file name (expected w<W>-r<R>.jsonl)"))
+                continue
+            state = self._states.setdefault(name, _FileState(rank=int(match.group(2)), world_size=int(match.group(1))))
+            self._contents.feed(name, state, storage.read_range(storage.join(self.directory, name), 0, sizes[name], cache=False))
+            problems += state.problems + state.pending(name)
+        self._problems, self._signature = problems, signature
 
     @property
     def _entries(self) -> dict[tuple[int, int, int], LedgerEntry]:

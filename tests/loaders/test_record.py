@@ -14,6 +14,7 @@ import batchscope
 from loaders import Catalog
 from loaders.record import RecordRefused, RecordWarning, column
 from loaders.record.kept import KEY
+from loaders.run.kinds import RunLike
 from tests.support.readpath import write_text_dataset
 
 
@@ -34,6 +35,7 @@ def test_batches_are_yielded_unchanged_and_read_back_as_the_source_rows_they_nam
     assert [batch for batch in rec] == loader
     run = catalog.run("keys")
     version = catalog.resolve("alpha@v1")
+    assert isinstance(run, RunLike) and type(run).__name__ == "RecordedRun"
     assert run.kind == "recorded" and run.total_steps == 5 and run.world_size_history()[0].world_size == 1
     for step, batch in enumerate(loader):
         read = run.batch(step, 0)
@@ -193,4 +195,7 @@ def test_the_ledger_reads_appended_bytes_like_the_whole_file(catalog, tmp_path):
     assert [e.__dict__ for e in growing.entries()] == [e.__dict__ for e in fresh.entries()]
     assert growing.series("loss") == fresh.series("loss") == [(i, float(i)) for i in range(6)]
     assert growing.problems() == fresh.problems() == []
+    edited = whole.replace(b'"loss":2.0', b'"loss":20.0')  # rewritten, not appended to: read again whole
+    (target / "w1-r0.jsonl").write_bytes(edited)
+    assert growing.series("loss")[2] == (2, 20.0)
     assert json.loads(whole.splitlines()[0])["t"] == "batch"
