@@ -7,6 +7,7 @@ from collections import OrderedDict
 from typing import Callable, Hashable, TypeVar
 
 from loaders import Batch, Catalog, Run
+from loaders.run.kinds import claims
 
 from .decode_budget import DecodeBudget
 
@@ -54,7 +55,7 @@ class RunCache:
         run.check_step(step)
         size = run.world_size_at(step) if world_size is None else world_size
         key: tuple[object, ...] = (run.name, run.fingerprint, step, rank, size)
-        if run.kind == "recorded":  # written down, not a pure function: a resumed job may record the step again
+        if not claims(run.kind).recomputed:  # written down, not a pure function: a resumed job may record the step again
             entry = run.ledger.entry(step, rank, size)
             key += (entry.digest if entry is not None else None,)
         with self._lock:
@@ -62,9 +63,8 @@ class RunCache:
             if cached is not None:
                 self._batches.move_to_end(key)
                 return cached
-        if (
-            self._budget is not None and run.kind == "native" and run.plan.decodes_media
-        ):  # its transforms decode media: one of the large-decode slots
+        decodes_media = claims(run.kind).planned and run.plan.decodes_media
+        if self._budget is not None and decodes_media:  # its transforms decode media: one of the large-decode slots
             with self._budget.decoding(self._budget.limit, f"a batch of run {run.name} (its transforms decode media)"):
                 batch = run.batch(step, rank, world_size=size)
         else:

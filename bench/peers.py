@@ -11,10 +11,7 @@ so each one's peak resident memory is its own.
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 import time
-import types
 from collections.abc import Callable
 from typing import Any
 
@@ -49,24 +46,13 @@ def _hf() -> Any:
 def import_streaming() -> None:
     """Import mosaicml-streaming's package, or only make its subpackages importable when its ``__init__`` cannot run.
 
-    Its package ``__init__`` imports its vision datasets and so torchvision;
-    the torchvision wheel on PyPI is built against CUDA torch and cannot load
-    beside a CPU-only torch. The partition, shuffle and MDS writer code do not
-    need it, so on failure the package is registered without running its
-    top-level ``__init__`` and its subpackages import on their own.
+    Its ``__init__`` imports its vision datasets and so torchvision, whose PyPI wheel is built against CUDA torch and
+    cannot load beside a CPU-only torch; the partition, shuffle and MDS writer code do not need it. The read path's
+    Streaming replay does the same (:func:`loaders.replay.streaming.library.import_streaming`), so this is that one.
     """
-    try:
-        import streaming  # noqa: F401
-    except Exception:  # noqa: BLE001 - any import failure: try the subpackages alone
-        spec = importlib.util.find_spec("streaming")
-        if spec is None or not spec.submodule_search_locations:
-            raise
-        for name in [m for m in sys.modules if m == "streaming" or m.startswith("streaming.")]:
-            del sys.modules[name]
-        package = types.ModuleType("streaming")
-        package.__path__ = list(spec.submodule_search_locations)
-        package.__spec__ = spec
-        sys.modules["streaming"] = package
+    from loaders.replay.streaming.library import import_streaming as import_streaming_parts
+
+    import_streaming_parts()
 
 
 def _streaming() -> Any:

@@ -132,3 +132,40 @@ class StorageError(BatchscopeError):
     """Storage kept failing after the retry budget was spent."""
 
     status = 503
+
+
+class ReplayError(BatchscopeError):
+    """A replayed run (another framework's read path, recomputed) cannot be attached or read as asked: a setting out of
+    range, a step beyond the run, a world size its sampler cannot produce. The message names the setting and the value."""
+
+    status = 422
+
+
+class SettingMismatch(ReplayError):
+    """A setting contradicts what the run or its data recorded (a fingerprint, a saved configuration); names the setting."""
+
+    status = 409
+
+
+class PinnedFileChanged(ReplayError):
+    """A file a replayed run pinned when it was attached is missing, moved or changed since; names the file."""
+
+    status = 409
+
+
+class FrameworkMissing(ReplayError):
+    """The framework a replay calls is not installed; names the pip extra that installs it."""
+
+    status = 424
+
+
+class WhereUnsupported(ReplayError):
+    """A run's read order cannot be inverted (where was a sample read); the message says why, in one line."""
+
+    status = 422
+
+
+class MissingExtra(BatchscopeError, ImportError):
+    """An optional framework package is not installed; the message names the extra that installs it."""
+
+    status = 501

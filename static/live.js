@@ -13,7 +13,7 @@
 
   function schedule() {
     var m = marker();
-    if (!m || m.dataset.status === "complete") { return; }
+    if (!m || m.dataset.final !== undefined) { return; }  // complete, or a run nothing moves on
     clearTimeout(timer);
     timer = setTimeout(poll, Number(m.dataset.poll) || 1000);
   }

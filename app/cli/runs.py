@@ -10,6 +10,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from loaders import Run
+from loaders.run.kinds import claims
 from loaders.training.ledger import ledger_file_name
 from loaders.training.verification import (
     EXIT_CANNOT_CHECK,
@@ -30,17 +31,15 @@ def install(app: typer.Typer) -> None:
 
 
 def runs(root: RootOption = None) -> None:
-    """List runs with their sources, steps and world sizes."""
+    """List runs with their sources, steps and world sizes (a run other than native says its kind)."""
     with friendly_errors():
         catalog = open_catalog(root)
         table = Table("run", "steps", "batch", "sources", "world sizes")
         for name in catalog.runs():
             run = catalog.run(name)
-            if run.kind == "native":
-                sources = ", ".join(f"{s.dataset}@{s.version[:12]}" for s in run.sources)
-            else:  # a recorded run: the source its keys name, if any
-                source = getattr(run, "source", None)
-                sources = f"{run.kind}: " + (f"{source['dataset']}@{source['version'][:12]}" if source else "samples kept for themselves")
+            sources = ", ".join(f"{s.dataset}@{s.version[:12]}" for s in run.sources) or "samples kept for themselves"
+            if run.kind != "native":
+                sources = f"{claims(run.kind).label}: {sources}"
             sizes = " → ".join(f"{span.world_size} (from {span.start_step})" for span in run.world_size_history())
             steps = str(run.total_steps) if run.total_steps is not None else f"{run.known_steps} so far"
             table.add_row(name, steps, str(run.global_batch_size), sources, sizes)
@@ -66,13 +65,15 @@ def verify(
 ) -> None:
     """Recompute every (step, rank) and compare with the ledger.
 
-    Exit 0: every (step, rank) checked was verified and trained; 1: a ledger record differs from what the plan reads
+    A replayed run's batches are compared with the indices it logged (attach --batches); a recorded run's are checked
+    to still resolve to the rows it wrote down. Exit 0: every (step, rank) checked was verified and trained (for those
+    kinds: replayed and matching, or recorded and resolving); 1: a ledger record differs from what the plan reads
     (digest, global indices, keys or sample digests); 2: cannot check (records missing, unreadable ledger lines, or
     the read path failed); 3: the data matches, but some steps were fetched and never marked trained.
     """
     with friendly_errors(exit_code=EXIT_CANNOT_CHECK):
         run = open_catalog(root).run(run_name)
-        window = _parse_steps(steps, run.total_steps if run.total_steps is not None else run.known_steps)
+        window = _parse_steps(steps, run.known_steps)
         for step in window:
             run.check_step(step)
         report = verify_run(run, window)
@@ -81,7 +82,9 @@ def verify(
 
 
 def _print_report(run: Run, report: RunVerification) -> None:
-    """One line per failure (runs of steps grouped), then the summary line."""
+    """One line per failure (runs of steps grouped), then the summary line, in the words the run's kind may use
+    (:data:`loaders.run.kinds.CLAIMS`)."""
+    kind = claims(run.kind)
     for check in report.with_status("mismatch"):
         err_console.print(
             f"[red]✗ step {check.step} rank {check.rank}[/]: {escape('; '.join(check.reasons))}; "
@@ -89,15 +92,20 @@ def _print_report(run: Run, report: RunVerification) -> None:
             highlight=False,
             soft_wrap=True,
         )
-    for rank, world_size, steps in step_ranges(report.with_status("no-ledger")):
-        why = (
-            "its records of them are missing"
-            if run.ledger.has_file(rank, world_size)
-            else f"no ledger file {ledger_file_name(rank, world_size)}"
-        )
-        err_console.print(
-            f"[red]✗ rank {rank} of {world_size}[/]: no ledger record for {_steps(steps)} ({why})", highlight=False, soft_wrap=True
-        )
+    missing = list(step_ranges(report.with_status("no-ledger")))
+    for rank, world_size, steps in missing:
+        if kind.ledger_of_batches:
+            why = (
+                "its records of them are missing"
+                if run.ledger.has_file(rank, world_size)
+                else f"no ledger file {ledger_file_name(rank, world_size)}"
+            )
+            said = f"no ledger record for {_steps(steps)} ({why})"
+        else:
+            said = f"the run logged no batch for {_steps(steps)}"
+        err_console.print(f"[red]✗ rank {rank} of {world_size}[/]: {said}", highlight=False, soft_wrap=True)
+    if missing and not kind.ledger_of_batches and not report.count(kind.label):
+        err_console.print(f"{kind.label} run {run.name} logged no batches to compare: attach it with --batches FILE", highlight=False)
     for problem in report.problems:
         mark, note = ("[red]✗", "") if problem.fatal else ("[yellow]![/][yellow]", " (not a failure: its records were lost)")
         err_console.print(f"{mark} ledger {escape(str(problem))}[/]{note}", highlight=False, soft_wrap=True)
@@ -106,13 +114,12 @@ def _print_report(run: Run, report: RunVerification) -> None:
             f"[yellow]! rank {rank} of {world_size}[/]: {_steps(steps)} fetched but never marked trained", highlight=False, soft_wrap=True
         )
     window = report.steps
-    meaning = "recorded" if run.kind == "recorded" and report.exit_code == EXIT_VERIFIED else EXIT_MEANINGS[report.exit_code]
-    recorded = f"{report.count('recorded')} recorded (written while training, not recomputed), " if run.kind == "recorded" else ""
+    counts = [f"{report.count(status)} {words}" for status, words in kind.counts]
+    if kind.ledger_of_batches:
+        counts.append(f"{sum(p.fatal for p in report.problems)} unreadable ledger line(s)")
+    meaning = kind.label if report.exit_code == EXIT_VERIFIED else EXIT_MEANINGS[report.exit_code]
     console.print(
-        f"{run.name}: {recorded}{report.count('verified')} verified, {report.count('mismatch')} mismatched, "
-        f"{report.count('no-ledger')} without a ledger entry, {report.count('untrained')} fetched "
-        f"but not trained, {sum(p.fatal for p in report.problems)} unreadable ledger line(s) "
-        f"(steps {window.start}-{window.stop - 1}; exit {report.exit_code}: {meaning})",
+        f"{run.name}: {', '.join(counts)} (steps {window.start}-{window.stop - 1}; exit {report.exit_code}: {meaning})",
         highlight=False,
         soft_wrap=True,
     )

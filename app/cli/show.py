@@ -74,9 +74,8 @@ def show(
         run = runs.run(catalog, run_name)
         batch = runs.batch(run, step, rank)
         base = Settings.from_env().url.rstrip("/")
-        badge = {True: "[green]✓ verified[/]", False: "[red]✗ differs from the ledger[/]", None: "[dim]no ledger[/]"}[page.verified]
-        if page.kind == "recorded":  # written while training, never recomputed: the page's own words
-            badge = f"[{'red' if page.verified is False else 'cyan'}]{escape(page.verification.label)}[/]"
+        style = {True: "green", False: "red", None: "dim"}[page.verified]
+        badge = f"[{style}]{escape(page.verification.label)}[/]"
         console.print(
             f"[bold]{page.run}[/] step {page.step} rank {page.rank} · world size {page.world_size} · {badge} · digest {page.digest[:12]}",
             highlight=False,
@@ -110,7 +109,11 @@ def _sample_parts(run: Any, page: Any, entry: Any, sample: Any, *, base: str, pl
         tokenizer = run_tokenizer(run, sample.documents[0].source)
         padding = inputs.get("padding") if isinstance(inputs.get("padding"), int) else 0
         spans = inputs.get("doc_spans") or []
-        parts.append(token_text(list(inputs["input_ids"]), inputs.get("loss_mask"), spans, tokenizer, padding=padding, plain=plain))
+        mask = inputs.get("loss_mask")
+        labels = inputs.get("labels")
+        if mask is None and isinstance(labels, list) and len(labels) == len(inputs["input_ids"]):
+            mask = [label != -100 for label in labels]  # labels of -100 are not trained (Hugging Face's convention)
+        parts.append(token_text(list(inputs["input_ids"]), mask, spans, tokenizer, padding=padding, plain=plain))
         if not documents:
             parts.append(Text("no document: every token is padding", style="yellow"))
         elif len(documents) > 1:

@@ -10,6 +10,7 @@ from typing import Annotated, Any, Optional
 import typer
 
 from app import urls
+from loaders.run.kinds import claims, logged_steps
 
 from .common import RootOption, console, friendly_errors, open_catalog
 
@@ -43,7 +44,8 @@ class StepLine:
 
 
 def step_line(run: Any, step: int) -> StepLine:
-    """The loss (mean over the ranks that logged it) and the worst sample of ``step`` from the run's ledger."""
+    """The loss (mean over the ranks that logged it) and the worst sample of ``step`` from the run's ledger (the keys of
+    a kind whose ledger holds no batches, a replayed run, come from its batch)."""
     world_size = run.world_size_at(step)
     losses, worst = [], None
     for rank in range(world_size):
@@ -51,17 +53,23 @@ def step_line(run: Any, step: int) -> StepLine:
         if isinstance(metrics.get("loss"), (int, float)):
             losses.append(float(metrics["loss"]))
         per_sample = metrics.get("sample_loss")
+        if not isinstance(per_sample, list):
+            continue
         entry = run.ledger.entry(step, rank, world_size)
-        if isinstance(per_sample, list) and entry is not None and len(per_sample) == len(entry.keys):
+        keys = entry.keys if entry is not None else None
+        if keys is None and not claims(run.kind).ledger_of_batches:
+            keys = run.batch(step, rank).keys
+        if keys is not None and len(per_sample) == len(keys):
             for position, value in enumerate(per_sample):
                 if isinstance(value, (int, float)) and (worst is None or value > worst[2]):
-                    worst = (rank, position, float(value), entry.keys[position])
+                    worst = (rank, position, float(value), keys[position])
     return StepLine(step, sum(losses) / len(losses) if losses else None, worst, world_size)
 
 
 def ready(run: Any, step: int, newest: int) -> bool:
-    """Whether ``step`` is done: every rank in force logged its loss, or the ledger has moved two steps past it."""
-    if newest >= step + 2:
+    """Whether ``step`` is done: every rank in force logged its loss, or the ledger has moved two steps past it (or the
+    run's ledger is not written while it trains: a replayed run's metrics were imported whole)."""
+    if newest >= step + 2 or not claims(run.kind).ledger_of_batches:
         return True
     world_size = run.world_size_at(step)
     return all("loss" in run.ledger.metrics(step, rank, world_size) for rank in range(world_size))
@@ -89,12 +97,12 @@ def tail(
     base = Settings.from_env().url.rstrip("/")
     with friendly_errors():
         run = open_catalog(root).run(run_name)
-        steps = run.ledger.steps()
+        steps = logged_steps(run)
         following = start if start is not None else (steps[-BACKLOG] if len(steps) >= BACKLOG else 0)
     last_new = time.monotonic()
     try:
         while True:
-            steps = run.ledger.steps()
+            steps = logged_steps(run)
             newest = steps[-1] if steps else -1
             printed = False
             while following <= newest and (once or ready(run, following, newest)):
@@ -103,8 +111,8 @@ def tail(
                 following += 1
                 printed = True
             total = run.total_steps
-            if once or (total is not None and following >= total):
-                return
+            if once or not claims(run.kind).ledger_of_batches or (total is not None and following >= total):
+                return  # a replayed run's ledger does not grow: what it imported is all there is
             now = time.monotonic()
             if printed:
                 last_new = now

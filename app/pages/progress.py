@@ -3,7 +3,9 @@ written — the "live" marker of the run, step and step/rank pages, the page ``/
 polls, and ``batchscope tail``.
 
 A run's ledger grows while it trains; :attr:`RunProgress.version` changes whenever anything is appended (a hash of
-the ledger files' names and sizes), so a page only asks for its live parts again when there is something new.
+the ledger files' names and sizes), so a page only asks for its live parts again when there is something new. A kind
+whose ledger holds no batches (a replayed run: its metrics were imported when it was attached) counts the steps its
+loss was logged for, and its status is its label.
 
 >>> step_label(None, 41)
 'step 41 (run length not known yet)'
@@ -18,7 +20,7 @@ import time
 from dataclasses import dataclass
 
 from loaders import Run
-from loaders.run.kinds import LABELS
+from loaders.run.kinds import claims, logged_steps
 
 from .. import urls
 from ..jsonable import html_only
@@ -30,13 +32,6 @@ RUNNING_SECONDS = 120
 POLL_MS = 500
 
 
-def step_count(run: Run) -> int:
-    """Steps a page can show: the run's steps, or for a run whose length is not known yet (a recorded run still
-    training) the steps recorded so far."""
-    total = run.total_steps
-    return int(total) if total is not None else int(getattr(run, "known_steps", 0))
-
-
 def step_label(total: int | None, step: int) -> str:
     """How far a run has got, in words."""
     return f"step {step} of {total}" if total is not None else f"step {step} (run length not known yet)"
@@ -45,7 +40,8 @@ def step_label(total: int | None, step: int) -> str:
 @dataclass
 class RunProgress:
     """Where a run's ledger is: ``status`` is ``complete``, ``running`` (written to within :data:`RUNNING_SECONDS`),
-    ``stopped`` or ``not started``; ``version`` changes whenever the ledger grows."""
+    ``stopped`` or ``not started`` (for a kind whose ledger holds no batches, its label: ``replayed``); ``version``
+    changes whenever the ledger grows; ``final``: nothing will move it on (a page stops asking)."""
 
     run: str
     kind: str
@@ -70,19 +66,25 @@ class RunProgress:
     def live(self) -> bool:
         return self.status == "running"
 
+    @property
+    def final(self) -> bool:
+        return self.status not in ("running", "stopped", "not started")
+
 
 def progress(run: Run, *, now: float | None = None) -> RunProgress:
     """How far ``run`` has got, from its ledger (``now`` is the clock, for tests)."""
-    ledger = run.ledger
+    ledger, kind = run.ledger, claims(run.kind)
     signature = ledger.signature()
-    steps = ledger.steps()
     losses = ledger.series("loss", world_size_at=run.world_size_at)
+    steps = logged_steps(run)
     last = steps[-1] if steps else None
-    times = [e.time for e in ledger.entries()[-64:]] if steps else []
+    times = [e.time for e in ledger.entries()[-64:]] if steps and kind.ledger_of_batches else []
     last_time = max(times) if times else None
     clock = time.time() if now is None else now
     total = run.total_steps
-    if last is None:
+    if not kind.ledger_of_batches:
+        status = kind.label
+    elif last is None:
         status = "not started"
     elif total is not None and last >= total - 1:
         status = "complete"
@@ -94,7 +96,7 @@ def progress(run: Run, *, now: float | None = None) -> RunProgress:
     found = RunProgress(
         run=run.name,
         kind=run.kind,
-        label=LABELS[run.kind],
+        label=kind.label,
         total_steps=total,
         logged_steps=len(steps),
         last_step=last,

@@ -17,6 +17,7 @@ import pyarrow.parquet as pq
 
 from loaders import storage
 from loaders.catalog.version import DatasetVersion, row_group_cache
+from loaders.storage.formats import shard_format
 
 from ..decode_budget import DecodeBudget
 
@@ -40,7 +41,11 @@ def _footer(version: DatasetVersion, shard: int) -> pq.FileMetaData:
 
 
 def row_group_bytes(version: DatasetVersion, shard: int, group: int) -> int:
-    """What decoding row group ``group`` of ``shard`` and making its records needs, by its footer."""
+    """What decoding row group ``group`` of ``shard`` and making its records needs, by its footer (or, for versions
+    stored in another format, by what that format says a row group decodes to)."""
+    if version.shard_format != "parquet":
+        info = version.shards[shard]
+        return RECORDS_FACTOR * shard_format(version.shard_format).decoded_bytes(info, group) if 0 <= group < len(info.row_groups) else 0
     footer = _footer(version, shard)
     if not 0 <= group < footer.num_row_groups:
         return 0  # the read path names the missing row group

@@ -3,18 +3,20 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 from loaders import Catalog, Run
 from loaders.errors import BatchscopeError
+from loaders.run.kinds import claims
 
 from .. import urls
 from ..jsonable import html_only
 from ..run_cache import RunCache
-from .common import Link
+from .common import Link, kind_badge
 from .mixture import MixtureView, run_mixture
-from .progress import RunProgress, progress, step_count
+from .progress import RunProgress, progress
 from .recorded import RecordedInfo, recorded_info
+from .replayed import ReplayPanel, replay_panel
 from .spikes import DEFAULT_SMOOTHING, OUTLIER_K, OUTLIER_WINDOW, SMOOTHING, Outlier, ema, outliers, thin, window
 
 #: Charts are drawn from at most this many points (thinned keeping each bucket's extremes), so huge runs stay light.
@@ -78,36 +80,41 @@ class ChartView:
 
 @dataclass
 class RunPage:
-    """The run page. ``total_steps`` is the steps a page can show (for a recorded run still training, those recorded so
-    far); a recorded run has no plan, so its plan fields are None and ``recorded`` says how it was recorded."""
+    """A run's page. ``kind`` says how its batches are known (``label``: what its pages may call them); the plan,
+    sources, packing and mixture are a native run's (``None`` or empty for other kinds), in their place each other
+    kind has a panel of its own (:data:`KIND_PARTS`): ``replay`` a replayed run's, ``recorded`` a recorded run's.
+    ``total_steps`` is the steps a page can show (for a recorded run still training, those recorded so far)."""
 
     name: str
     url: str
+    kind: str
+    label: str
     fingerprint: str
     created: str | None
     total_steps: int
     global_batch_size: int
-    streams: int | None
-    allowed_world_sizes: list[int]
-    seed: int | None
-    read_format: int | None
-    sequences_per_block: int | None
-    packing: dict[str, Any] | None
-    sources: list[SourceEntry]
-    transforms: list[dict[str, Any]]
     world_sizes: list[dict[str, int]]
-    ledger_steps: int
+    ledger_steps: int | None  # None for a kind whose ledger holds no batches (a replayed run: metrics only)
     last_logged_step: int | None
     metrics: list[MetricChart]
     chart: ChartView
     first_step_url: str
     last_step_url: str
-    plan: dict[str, Any]
+    streams: int | None = None
+    allowed_world_sizes: list[int] = field(default_factory=list)
+    seed: int | None = None
+    read_format: int | None = None
+    sequences_per_block: int | None = None
+    packing: dict[str, Any] | None = None
+    sources: list[SourceEntry] = field(default_factory=list)
+    transforms: list[dict[str, Any]] = field(default_factory=list)
+    plan: dict[str, Any] | None = None
     mixture: MixtureView | None = None
     mixture_error: str | None = None
-    kind: str = "native"
+    replay: ReplayPanel | None = None
     recorded: RecordedInfo | None = None
     progress: RunProgress | None = None
+    kind_badge: str | None = html_only(None)
     title: str = html_only("")
     crumbs: list[Link] = html_only(default_factory=list)
     step_box_url: str = html_only("")
@@ -189,7 +196,7 @@ def chart_view(
     run: Run, other: Run | None, *, start: int | None, end: int | None, smooth: float | None, overlay: str | None, overlay_error: str | None
 ) -> ChartView:
     """The chart settings of a run page URL, with links that zoom and pan (for browsers without JavaScript)."""
-    last = max(0, step_count(run) - 1)
+    last = max(0, run.known_steps - 1)
     lo = min(max(0, start), last) if start is not None else None
     hi = min(max(0, end), last) if end is not None else None
     if lo is not None and hi is not None and hi < lo:
@@ -214,6 +221,59 @@ def chart_view(
     return view
 
 
+def _native_parts(catalog: Catalog, runs: RunCache, run: Run, *, window: int | None) -> dict[str, Any]:
+    """What only a native run's page shows: its plan, pinned sources, packing and realized mixture."""
+    total_weight = sum(s.weight for s in run.sources)
+    sources = [
+        SourceEntry(
+            ref=s.ref,
+            dataset=s.dataset,
+            version=s.version,
+            version_url=urls.version(s.dataset, s.version),
+            rows=s.rows,
+            weight=s.weight,
+            share=s.weight / total_weight,
+            chunk=s.chunk,
+            transforms=[t.to_json() for t in run.plan.sources[i].transforms],
+        )
+        for i, s in enumerate(run.sources)
+    ]
+    mixture, mixture_error = None, None
+    try:  # measuring reads data: a broken shard shows as a message in the panel, not as a broken run page
+        mixture = run_mixture(runs, run, window=window)
+    except BatchscopeError as exc:
+        mixture_error = exc.message
+    return {
+        "streams": run.streams,
+        "allowed_world_sizes": run.plan.allowed_world_sizes(),
+        "seed": run.plan.seed,
+        "read_format": run.read_format,
+        "sequences_per_block": run.sequences_per_block,
+        "packing": _packing(run),
+        "sources": sources,
+        "transforms": [t.to_json() for t in run.plan.transforms],
+        "plan": run.manifest["plan"],
+        "mixture": mixture,
+        "mixture_error": mixture_error,
+    }
+
+
+def _replayed_parts(catalog: Catalog, runs: RunCache, run: Any, *, window: int | None) -> dict[str, Any]:
+    """What a replayed run's page shows in their place: the framework that read it, its settings, its pinned files."""
+    panel = replay_panel(run)
+    return {"replay": panel, "kind_badge": kind_badge(run, panel.title)}
+
+
+def _recorded_parts(catalog: Catalog, runs: RunCache, run: Any, *, window: int | None) -> dict[str, Any]:
+    """What a recorded run's page shows in their place: how it was recorded and what changed since."""
+    return {"recorded": recorded_info(catalog, run)}
+
+
+#: The parts of the run page that depend on its kind (``loaders.run.kinds``): a native run's plan, sources, packing
+#: and mixture, or in their place the kind's own panel; ``templates/_partials/_run_<kind>.html`` lays each out.
+KIND_PARTS: dict[str, Callable[..., dict[str, Any]]] = {"native": _native_parts, "replayed": _replayed_parts, "recorded": _recorded_parts}
+
+
 def run_page(
     catalog: Catalog,
     runs: RunCache,
@@ -235,91 +295,27 @@ def run_page(
         except BatchscopeError as exc:
             overlay_error = exc.message
     view = chart_view(run, other, start=start, end=end, smooth=smooth, overlay=overlay, overlay_error=overlay_error)
-    if run.kind != "native":
-        return _unplanned_run_page(catalog, run, view, other)
-    total_weight = sum(s.weight for s in run.sources)
-    sources = [
-        SourceEntry(
-            ref=s.ref,
-            dataset=s.dataset,
-            version=s.version,
-            version_url=urls.version(s.dataset, s.version),
-            rows=s.rows,
-            weight=s.weight,
-            share=s.weight / total_weight,
-            chunk=s.chunk,
-            transforms=[t.to_json() for t in run.plan.sources[i].transforms],
-        )
-        for i, s in enumerate(run.sources)
-    ]
-    steps = run.ledger.steps()
-    mixture, mixture_error = None, None
-    try:  # measuring reads data: a broken shard shows as a message in the panel, not as a broken run page
-        mixture = run_mixture(runs, run, window=window)
-    except BatchscopeError as exc:
-        mixture_error = exc.message
+    kind = claims(run.kind)
+    steps = run.ledger.steps() if kind.ledger_of_batches else None
+    count = run.known_steps
+    own = {"kind_badge": kind_badge(run), **KIND_PARTS[run.kind](catalog, runs, run, window=window)}
     return RunPage(
         name=run.name,
         url=urls.run(run.name),
-        fingerprint=run.fingerprint,
-        created=run.manifest.get("created"),
-        total_steps=run.total_steps,
-        global_batch_size=run.global_batch_size,
-        streams=run.streams,
-        allowed_world_sizes=run.plan.allowed_world_sizes(),
-        seed=run.plan.seed,
-        read_format=run.read_format,
-        sequences_per_block=run.sequences_per_block,
-        packing=_packing(run),
-        sources=sources,
-        transforms=[t.to_json() for t in run.plan.transforms],
-        world_sizes=[{"start_step": s.start_step, "world_size": s.world_size} for s in run.world_size_history()],
-        ledger_steps=len(steps),
-        last_logged_step=steps[-1] if steps else None,
-        metrics=metric_charts(run, view, other),
-        chart=view,
-        first_step_url=urls.step(run.name, 0),
-        last_step_url=urls.step(run.name, run.total_steps - 1),
-        plan=run.manifest["plan"],
-        mixture=mixture,
-        mixture_error=mixture_error,
-        progress=progress(run),
-        title=f"run {run.name}",
-        crumbs=[Link("runs", urls.home()), Link(run.name, urls.run(run.name))],
-        step_box_url=urls.run(run.name),
-    )
-
-
-def _unplanned_run_page(catalog: Catalog, run: Run, view: ChartView, other: Run | None) -> RunPage:
-    """The run page of a run without a batchscope plan (a recorded run): its metrics, world size and how it was
-    recorded; no plan, sources, packing or mixture panels."""
-    steps = run.ledger.steps()
-    count = step_count(run)
-    return RunPage(
-        name=run.name,
-        url=urls.run(run.name),
+        kind=run.kind,
+        label=kind.label,
         fingerprint=run.fingerprint,
         created=run.manifest.get("created"),
         total_steps=count,
         global_batch_size=run.global_batch_size,
-        streams=None,
-        allowed_world_sizes=[s.world_size for s in run.world_size_history()],
-        seed=None,
-        read_format=None,
-        sequences_per_block=None,
-        packing=None,
-        sources=[],
-        transforms=[],
         world_sizes=[{"start_step": s.start_step, "world_size": s.world_size} for s in run.world_size_history()],
-        ledger_steps=len(steps),
+        ledger_steps=len(steps) if steps is not None else None,
         last_logged_step=steps[-1] if steps else None,
         metrics=metric_charts(run, view, other),
         chart=view,
         first_step_url=urls.step(run.name, 0),
         last_step_url=urls.step(run.name, max(0, count - 1)),
-        plan={},
-        kind=run.kind,
-        recorded=recorded_info(catalog, run) if run.kind == "recorded" else None,
+        **own,
         progress=progress(run),
         title=f"run {run.name}",
         crumbs=[Link("runs", urls.home()), Link(run.name, urls.run(run.name))],

@@ -60,7 +60,10 @@ def _merge(stats: dict[str, dict[str, Any]], name: str, chunk: Any) -> None:
 
 
 def column_stats(version: DatasetVersion) -> tuple[dict[str, ColumnStats], bool]:
-    """Statistics per column, and whether every shard's footer was used (cached per version id)."""
+    """Statistics per column, and whether every shard's footer was used (cached per version id); versions stored in
+    another format than Parquet carry no column statistics (none, complete)."""
+    if version.shard_format != "parquet":
+        return {}, True
     key = (version.root, version.id)
     with _LOCK:
         if key in _CACHE:

@@ -9,6 +9,7 @@ import numpy as np
 
 from loaders import Batch, Catalog, Document, Run
 from loaders.errors import SampleNotFound, StorageError
+from loaders.run.kinds import RunLike, claims
 
 from .. import urls
 from ..errors import BadQuery
@@ -18,7 +19,7 @@ from ..renderers.inputs import InputBlock, InputPlace, TokenValues, input_blocks
 from ..renderers.registry import View
 from ..run_cache import RunCache
 from .batch_views import batch_views
-from .common import Link, check_rank
+from .common import Link, check_rank, kind_badge
 from .forensics import (
     Logged,
     check_sort,
@@ -30,38 +31,33 @@ from .forensics import (
     step_padding_warning,
     token_stats,
 )
-from .progress import RunProgress, progress, step_count
+from .progress import RunProgress, progress
 from .sample import FLAGS_SHOWN, FieldBlock, FlagForm, flag_form, render_fields
 
 
 @dataclass
 class Verdict:
-    """The ledger compared with the recomputation: ``verified`` is True, False or None (no ledger)."""
+    """What the run recorded compared with the recomputation: ``verified`` is True, False or None (nothing recorded).
+
+    ``kind`` is the run's (:mod:`loaders.run.kinds`), and the label never claims more than it: a native run's batch is
+    "verified" against its ledger, a replayed run's is "replayed" (and matches or differs from what the run logged), a
+    recorded run's is "recorded" (what the loader yielded; ``verified`` is None: nothing recomputes it).
+    """
 
     status: str
     verified: bool | None
     ledger_digest: str | None
     differing: list[int]
     label: str
+    kind: str = "native"
 
 
-def verdict(run: Run, batch: Batch) -> Verdict:
-    """The page's badge for ``run.compare(batch)`` (a recorded run's steps say "recorded", never "verified")."""
+def verdict(run: RunLike, batch: Batch) -> Verdict:
+    """The page's badge for ``run.compare(batch)``, in the words its kind may use (:data:`loaders.run.kinds.CLAIMS`:
+    a native run's batch is "verified", a replayed run's "replayed", a recorded run's "recorded")."""
     check = run.compare(batch)
-    labels = {
-        "no-ledger": "no ledger",
-        "verified": "✓ verified",
-        "untrained": "✓ verified, but fetched and never marked trained",
-        "mismatch": f"✗ {len(check.differing)} sample(s) differ from the ledger",
-    }
-    if run.kind == "recorded":
-        notes = "; ".join(check.reasons)
-        labels |= {
-            "no-ledger": "not recorded" + (f" — {notes}" if notes else ""),
-            "recorded": "● recorded (what the loader yielded, written while training)" + (f" — {notes}" if notes else ""),
-            "mismatch": f"✗ {len(check.differing)} recorded sample(s) no longer resolve — {notes}",
-        }
-    return Verdict(check.status, check.verified, check.ledger_digest, check.differing, labels[check.status])
+    label = claims(run.kind).verdict(check.status, differing=len(check.differing), reasons=check.reasons)
+    return Verdict(check.status, check.verified, check.ledger_digest, check.differing, label, run.kind)
 
 
 # -- the step/rank page -------------------------------------------------------------------------
@@ -201,9 +197,10 @@ class RankPage:
     next_url: str | None
     against: Against | None = None
     sort: str = "position"
-    padding_warning: str | None = None
     kind: str = "native"
+    padding_warning: str | None = None
     progress: RunProgress | None = None
+    kind_badge: str | None = html_only(None)
     ranks: list[Link] = html_only(default_factory=list)
     sorts: list[Link] = html_only(default_factory=list)
     views: list[View] = html_only(default_factory=list)
@@ -360,10 +357,7 @@ def rank_page(
     check = verdict(run, batch)
     existing = _batch_flags(flags, run, batch)
     order = check_sort(sort, "position")
-    if against and run.kind != "native":
-        raise BadQuery(
-            f"against: run {run.name} is a {run.kind} run; only a run with a batchscope plan can be re-resolved against {against!r}"
-        )
+    compared = _against(run, batch, against)  # refused before anything else is computed for a run without a plan
     samples = [
         _sample_entry(
             catalog,
@@ -401,10 +395,11 @@ def rank_page(
         step_url=urls.step(run.name, step),
         prev_url=_neighbour_step(run, step - 1, rank),
         next_url=_neighbour_step(run, step + 1, rank),
-        against=compare_against(run, batch, against) if against else None,
+        against=compared,
         sort=order,
         kind=run.kind,
         progress=progress(run),
+        kind_badge=kind_badge(run),
         padding_warning=step_padding_warning([token_stats(s.inputs) for s in batch.samples], what="batch"),
         sorts=sort_links(urls.rank(run.name, step, rank), order),
         ranks=[Link(f"rank {r}", urls.rank(run.name, step, r), "current" if r == rank else None) for r in range(world_size)],
@@ -417,6 +412,15 @@ def rank_page(
             Link(f"rank {rank}", urls.rank(run.name, step, rank)),
         ],
     )
+
+
+def _against(run: RunLike, batch: Batch, other: str | None) -> Against | None:
+    """``?against=``: this (step, rank) re-resolved with another version or run — only a run with a read plan."""
+    if not other:
+        return None
+    if not claims(run.kind).planned:
+        raise BadQuery(f"?against= re-resolves a native run's read plan; run {run.name} is {claims(run.kind).label}")
+    return compare_against(run, batch, other)  # type: ignore[arg-type]
 
 
 def _batch_flags(flags: FlagStore, run: Run, batch: Batch) -> list[list[Flag] | None]:
@@ -444,7 +448,7 @@ def _flags_by_sample(flags: FlagStore, run: Run, batch: Batch) -> list[list[Flag
 
 
 def _neighbour_step(run: Run, step: int, rank: int) -> str | None:
-    if not 0 <= step < step_count(run):
+    if not 0 <= step < run.known_steps:
         return None
     return urls.rank(run.name, step, min(rank, run.world_size_at(step) - 1))
 

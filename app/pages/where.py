@@ -1,7 +1,8 @@
 """Page data of "where was this read": the runs that read a sample, per epoch, and the steps flagged samples touched.
 
-Every read comes from :func:`loaders.sampling.where.where_read` (inverting the read
-order); nothing here scans a ledger or a step.
+Every read comes from the run's own ``where`` (a native run inverts its read order with
+:func:`loaders.sampling.where.where_read`, a replayed run its framework's order; one that cannot, such as a recorded
+run, says why in one line); nothing here scans a ledger or a step.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from typing import Callable, Iterable
 
 from loaders import Catalog, DatasetVersion, Run
 from loaders.errors import BatchscopeError
-from loaders.sampling.where import where_read
+from loaders.run.kinds import claims
 
 from .. import urls
 from ..flags import Flag
@@ -73,10 +74,7 @@ def runs_reading(catalog: Catalog, open_run: OpenRun, version: DatasetVersion, o
                 raise
             found.append((name, exc.message, []))
             continue
-        # Only a run with a batchscope plan can be inverted; a recorded run's ledger is its only record.
-        sources = (
-            [i for i, s in enumerate(run.sources) if s.dataset == version.name and s.version == version.id] if run.kind == "native" else []
-        )
+        sources = [i for i, s in enumerate(run.sources) if s.dataset == version.name and s.version == version.id]
         if sources or only is not None:
             found.append((name, run, sources))
     return found
@@ -86,7 +84,7 @@ def run_reads(run: Run, sources: Iterable[int], record: int, *, first_epoch: int
     """One run's reads of ``record`` (of each of ``sources``, the sources pinning the sample's version)."""
     out = RunReads(run.name, urls.run(run.name), 0, first_epoch, None)
     for source in sources:
-        where = where_read(run, source, record, first_epoch=first_epoch, epochs=epochs)
+        where = run.where(source, record, first_epoch=first_epoch, epochs=epochs)
         out.epochs = max(out.epochs, where.epochs)
         if where.next_epoch is not None:
             out.next_epoch = where.next_epoch if out.next_epoch is None else min(out.next_epoch, where.next_epoch)
@@ -201,7 +199,7 @@ class _FlagReader:
             if isinstance(run, str):
                 errors.append(f"run {name}: {run}")
                 continue
-            packed = run.plan.pack is not None
+            packed = claims(run.kind).planned and run.plan.pack is not None
             limit = min(FLAG_EPOCHS, self._packed_left.setdefault(name, PACKED_EPOCHS)) if packed else FLAG_EPOCHS
             try:
                 reads = run_reads(run, sources, record, first_epoch=0, epochs=limit)

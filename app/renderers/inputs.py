@@ -7,6 +7,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from loaders.run.kinds import claims
+
 from .. import urls
 from .registry import FieldContext, View, render_field
 
@@ -52,13 +54,18 @@ class InputPlace:
     where: str
 
 
+def source_transforms(run: "Run", source: int) -> list[Any]:
+    """A source's own transforms (a run with a read plan; other kinds of run apply none of batchscope's)."""
+    return list(run.plan.sources[source].transforms) if claims(run.kind).planned else []
+
+
 def run_tokenizer(run: "Run", source: int) -> "Tokenizer | None":
     """The tokenizer that made a source's tokens: its tokenize/chat transform's, else its dataset's (a run without a
     plan, such as a recorded one, has only its versions')."""
-    if run.kind != "native":
+    if not claims(run.kind).planned:
         named = run.version(source).tokenizer
         return run.catalog.tokenizer(named) if named else None
-    names = [n for t in run.plan.sources[source].transforms for n in t.tokenizer_names()]
+    names = [n for t in source_transforms(run, source) for n in t.tokenizer_names()]
     names += [n for t in run.plan.document_transforms for n in t.tokenizer_names()]
     name = names[0] if names else run.version(source).tokenizer
     if name is None:
@@ -122,11 +129,10 @@ def input_blocks(
     if "input_ids" in inputs:
         block("input_ids", "tokens", inputs["input_ids"], tokenizer=run_tokenizer(run, sample.documents[0].source))
     doc = sample.documents[0]
-    transforms = run.plan.sources[doc.source].transforms if run.kind == "native" else []
     source_ref = {"dataset": doc.address.dataset, "version": doc.address.version, "key": doc.key}
     if "frames" in inputs:
         frames = np.asarray(inputs["frames"])
-        video_field = next((t.field for t in transforms if t.type == "sample_frames"), "video")
+        video_field = next((t.field for t in source_transforms(run, doc.source) if t.type == "sample_frames"), "video")
         value = {
             "frame_indices": list(inputs.get("frame_indices", [])),
             "frame_times": list(inputs.get("frame_times", [])),
@@ -136,7 +142,7 @@ def input_blocks(
         }
         block("frames", "model_frames", value, media_url=urls.input_media(place.run, place.step, place.rank, place.position, "frames"))
     if "crop_box" in inputs:
-        crop_field = next((t.field for t in transforms if t.type == "random_resized_crop"), "image")
+        crop_field = next((t.field for t in source_transforms(run, doc.source) if t.type == "random_resized_crop"), "image")
         crop = np.asarray(inputs.get(crop_field))
         value = {
             "field": crop_field,
@@ -147,7 +153,7 @@ def input_blocks(
         }
         block(crop_field, "model_image", value, media_url=urls.input_media(place.run, place.step, place.rank, place.position, crop_field))
     handled = set(TOKEN_PARTS) | set(FRAME_PARTS) | set(CROP_PARTS)
-    handled |= {t.field for t in transforms if t.type == "random_resized_crop"}
+    handled |= {t.field for t in source_transforms(run, doc.source) if t.type == "random_resized_crop"}
     for name in names:
         if name in handled:
             continue

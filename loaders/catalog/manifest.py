@@ -53,6 +53,8 @@ class Manifest:
     key_suffixes: tuple[tuple[int, int, str], ...] = ()
     #: ``{"digest", "files"}`` of the checksum table of media stored by path (``loaders.catalog.media_files``), if any.
     media_files: dict[str, Any] | None = None
+    #: How the shards are stored and read (:mod:`loaders.storage.formats`); Parquet unless a replay registered others.
+    shard_format: str = "parquet"
 
     def content(self) -> dict[str, Any]:
         """The part of the manifest the id is a hash of (fields added later count only when set, so old ids hold)."""
@@ -77,6 +79,8 @@ class Manifest:
             content["key_suffixes"] = [list(entry) for entry in self.key_suffixes]
         if self.media_files:
             content["media_files"] = dict(self.media_files)
+        if self.shard_format != "parquet":
+            content["shard_format"] = self.shard_format
         return content
 
     @property
@@ -108,6 +112,7 @@ class Manifest:
             "notes": self.notes,
             **({"key_suffixes": [list(e) for e in self.key_suffixes]} if self.key_suffixes else {}),
             **({"media_files": dict(self.media_files)} if self.media_files else {}),
+            **({"shard_format": self.shard_format} if self.shard_format != "parquet" else {}),
         }
 
     @classmethod
@@ -124,4 +129,5 @@ class Manifest:
             notes=dict(data.get("notes") or {}),
             key_suffixes=tuple((int(s), int(r), str(k)) for s, r, k in data.get("key_suffixes") or ()),
             media_files=dict(data["media_files"]) if data.get("media_files") else None,
+            shard_format=str(data.get("shard_format", "parquet")),
         )

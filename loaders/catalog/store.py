@@ -20,7 +20,9 @@ from typing import TYPE_CHECKING, Any, Iterable, Iterator, Mapping, Sequence
 
 from .. import storage
 from ..errors import AmbiguousVersion, CatalogCorrupt, DatasetNotFound, InvalidName, RegistrationError, TokenizerNotFound, VersionNotFound
-from ..storage.shards import ShardInfo, scan_shard
+from ..storage.formats import DEFAULT as DEFAULT_FORMAT
+from ..storage.formats import shard_format as format_named
+from ..storage.shards import ShardInfo
 from .files import is_version_id, load_manifest, read_names, read_refs
 from .keys import KeyColumn, refuse_duplicates, suffix_column
 from .kinds import infer_kinds
@@ -62,17 +64,17 @@ def _remove_torn_writes(directory: str) -> None:
                         os.unlink(os.path.join(folder, entry))
 
 
-def _expand(paths: Iterable[str | os.PathLike[str]]) -> list[str]:
-    """Files named directly, directories (their ``*.parquet``, sorted) and glob patterns."""
+def _expand(paths: Iterable[str | os.PathLike[str]], extensions: tuple[str, ...] = (".parquet",)) -> list[str]:
+    """Files named directly, directories (their files ending in one of ``extensions``, sorted) and glob patterns."""
     out: list[str] = []
     for item in paths:
         text = os.fspath(item)
         if storage.is_remote(text):
             out.append(text)
         elif os.path.isdir(text):
-            found = sorted(glob.glob(os.path.join(text, "**", "*.parquet"), recursive=True))
+            found = sorted(p for ext in extensions for p in glob.glob(os.path.join(text, "**", f"*{ext}"), recursive=True))
             if not found:
-                raise RegistrationError(f"{text}: directory holds no .parquet files")
+                raise RegistrationError(f"{text}: directory holds no {' or '.join(extensions)} files")
             out.extend(found)
         elif any(ch in text for ch in "*?["):
             found = sorted(glob.glob(text, recursive=True))
@@ -84,6 +86,19 @@ def _expand(paths: Iterable[str | os.PathLike[str]]) -> list[str]:
     if not out:
         raise RegistrationError("no files given to register")
     return [storage.normalize(p) for p in out]
+
+
+@dataclasses.dataclass(frozen=True)
+class PreparedVersion:
+    """A version checked and described but not filed yet (:meth:`CatalogStore.prepare_version`)."""
+
+    manifest: Manifest
+    keys: KeyColumn | None
+    media: tuple[str, bytes] | None
+
+    def version(self, root: str) -> DatasetVersion:
+        """The version as it will read once filed (reads go to its files, which it already describes)."""
+        return DatasetVersion(self.manifest, root)
 
 
 class CatalogStore:
@@ -212,8 +227,10 @@ class CatalogStore:
         tokenizer: str | None = None,
         notes: Mapping[str, Any] | None = None,
         allow_duplicate_keys: bool = False,
+        shard_format: str = DEFAULT_FORMAT,
     ) -> DatasetVersion:
-        """Register Parquet files as a version of ``name`` and return it.
+        """Register Parquet files (or files of another ``shard_format``: :mod:`loaders.storage.formats`) as a version
+        of ``name`` and return it.
 
         Footers give schema and row groups; each file is streamed once to
         checksum it. The same files give the same id and write nothing new;
@@ -222,14 +239,44 @@ class CatalogStore:
         duplicates) unless ``allow_duplicate_keys``: then later rows of a
         repeated key are linked as ``key~1``, ``key~2``...
         """
-        check_name("dataset", name)
         if tag is not None:
             check_name("tag", tag)
-        files = _expand(paths)
+        prepared = self.prepare_version(
+            name,
+            paths,
+            key=key,
+            kinds=kinds,
+            tokenizer=tokenizer,
+            notes=notes,
+            allow_duplicate_keys=allow_duplicate_keys,
+            shard_format=shard_format,
+        )
+        return self.publish_version(prepared, tag=tag)
+
+    def prepare_version(
+        self,
+        name: str,
+        paths: Sequence[str | os.PathLike[str]],
+        *,
+        key: str | None = None,
+        kinds: Mapping[str, str] | None = None,
+        tokenizer: str | None = None,
+        notes: Mapping[str, Any] | None = None,
+        allow_duplicate_keys: bool = False,
+        shard_format: str = DEFAULT_FORMAT,
+    ) -> "PreparedVersion":
+        """Everything :meth:`register` checks and computes, written nowhere: :meth:`publish_version` files it.
+
+        A caller that registers versions as one step of something larger (attaching a replayed run) prepares every
+        version first, so a failure anywhere leaves the catalog as it was.
+        """
+        check_name("dataset", name)
+        reader = format_named(shard_format)
+        files = _expand(paths, reader.extensions)
         shards: list[ShardInfo] = []
         schema = None
         for uri in files:
-            shard, shard_schema = scan_shard(uri)
+            shard, shard_schema = reader.scan(uri)
             if schema is None:
                 schema = shard_schema
             elif [(f.name, str(f.type)) for f in shard_schema] != [(f.name, str(f.type)) for f in schema]:
@@ -253,9 +300,18 @@ class CatalogStore:
             tokenizer=tokenizer,
             created=_now(),
             notes=dict(notes or {}),
+            shard_format=shard_format,
         )
         manifest, keys = self._checked_keys(manifest, allow_duplicate_keys=allow_duplicate_keys)
         manifest, media = self._checked_media(manifest)
+        return PreparedVersion(manifest, keys, media)
+
+    def publish_version(self, prepared: "PreparedVersion", *, tag: str | None = None) -> DatasetVersion:
+        """File a prepared version (its manifest, media table and key index) and move ``latest`` and ``tag`` to it."""
+        manifest, keys, media = prepared.manifest, prepared.keys, prepared.media
+        name = manifest.name
+        if tag is not None:
+            check_name("tag", tag)
         try:
             with self._locked(name):
                 if media is not None:
@@ -270,6 +326,32 @@ class CatalogStore:
             self._drop_if_empty(name)
             raise
         return self._load(name, manifest.id)
+
+    def filed(self, name: str, version_id: str) -> bool:
+        """Whether version ``version_id`` of ``name`` is filed in the catalog."""
+        return storage.stat(storage.join(self._dataset_dir(name), "versions", f"{version_id}.json")).exists
+
+    def withdraw_version(self, name: str, version_id: str, *, refs: dict[str, Any]) -> None:
+        """Undo :meth:`publish_version` of a version that was not filed before it: remove its manifest and key index
+        and put the tags back as ``refs`` (what :meth:`tags_file` gave before publishing). Local catalogs only."""
+        with self._locked(name):
+            for path in (
+                storage.join(self._dataset_dir(name), "versions", f"{version_id}.json"),
+                storage.join(self.root, "indexes", name, f"{version_id}.keys.parquet"),
+            ):
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(path)
+            refs_path = storage.join(self._dataset_dir(name), "refs.json")
+            if refs["head"] is None and not refs["tags"]:
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(refs_path)
+            else:
+                storage.write_bytes_atomic(refs_path, json.dumps(refs, indent=1).encode())
+        self._drop_if_empty(name)
+
+    def tags_file(self, name: str) -> dict[str, Any]:
+        """Dataset ``name``'s tags file as it stands (``{"head", "tags"}``; empty for a dataset not registered yet)."""
+        return self._refs(name)
 
     def _checked_keys(self, manifest: Manifest, *, allow_duplicate_keys: bool) -> tuple[Manifest, KeyColumn | None]:
         """Read the key column once: refuse duplicates, or (when allowed) record their ``~N`` suffixes."""

@@ -19,7 +19,8 @@ from .. import storage
 from ..errors import AmbiguousKey, BatchscopeError, CatalogCorrupt, CorruptData, SampleNotFound
 from ..storage import derived
 from ..storage.cache import ByteLRU
-from ..storage.shards import OpenShard, ShardInfo
+from ..storage.formats import ShardReader, shard_format
+from ..storage.shards import ShardInfo
 from ..storage.staging import Staging
 from .keys import KeyColumn, index_metadata, index_problem, index_table
 from .kinds import class_names
@@ -56,7 +57,7 @@ class _Records(list):  # type: ignore[type-arg]
 _RECORD_CACHE: ByteLRU[_Records] = ByteLRU(
     budget=int(os.environ.get("BATCHSCOPE_RECORD_CACHE_BYTES", str(1 << 30))), size_of=lambda rows: rows.nbytes
 )
-_OPEN: dict[tuple[str, str], OpenShard] = {}
+_OPEN: dict[tuple[str, str], ShardReader] = {}
 _OPEN_LOCK = threading.Lock()
 _KEY_INDEX_ROWS = 4096
 #: Key indexes whose content was checked in this process: (path, size, digest).
@@ -198,13 +199,18 @@ class DatasetVersion:
         return group, row - starts[group]
 
     # -- reading -----------------------------------------------------------
-    def _open(self, shard: int) -> OpenShard:
+    @property
+    def shard_format(self) -> str:
+        """How this version's files are stored (``parquet`` unless a replay registered others: :mod:`loaders.storage.formats`)."""
+        return self.manifest.shard_format
+
+    def _open(self, shard: int) -> ShardReader:
         info = self.shards[shard]
         cache_key = (info.uri, info.checksum)
         with _OPEN_LOCK:
             opened = _OPEN.get(cache_key)
         if opened is None:
-            opened = OpenShard(info, where=self.where(shard))
+            opened = shard_format(self.shard_format).open(info, where=self.where(shard))
             with _OPEN_LOCK:
                 _OPEN[cache_key] = opened
         return opened
@@ -337,7 +343,7 @@ class DatasetVersion:
     def scan_tables(self, columns: list[str] | None = None) -> Iterator[tuple[int, int, pa.Table]]:
         """Like :meth:`iter_tables`, reading only ``columns`` and leaving the process caches alone (one-pass scans)."""
         for shard, info in enumerate(self.shards):
-            opened = OpenShard(info, where=self.where(shard), cache=False)
+            opened = shard_format(self.shard_format).open(info, where=self.where(shard), cache=False)
             for group in range(len(info.row_groups)):
                 yield shard, self._rg_starts[shard][group], opened.read_row_group(group, columns)
 

@@ -15,18 +15,28 @@ from __future__ import annotations
 import functools
 import json
 import threading
+from dataclasses import dataclass
 from typing import Any, Iterator
 
 from .. import storage
 from ..catalog.store import CatalogStore
 from ..catalog.version import DatasetVersion
-from ..errors import BatchscopeError, RankOutOfRange, StepOutOfRange
+from ..errors import BatchscopeError, RankOutOfRange, StepOutOfRange, WhereUnsupported
 from ..run.manifest import run_dir
 from ..sampling.batch import Address, Batch, Document, Sample
 from ..sampling.digests import document_hash, sample_digest
 from ..sampling.world_sizes import WorldSizeSpan
 from ..training.ledger import Ledger, LedgerEntry
 from ..training.verification import Verification
+
+
+@dataclass(frozen=True)
+class RecordedSource:
+    """The registered version a recorded run's keys name (``source=``), listed as every run lists its sources."""
+
+    ref: str
+    dataset: str
+    version: str
 
 
 class RecordedRun:
@@ -46,7 +56,10 @@ class RecordedRun:
         self.micro_batches: int = int(recorded.get("micro_batches", 1))
         self.limits = {"max_sample_bytes": recorded.get("max_sample_bytes"), "max_bytes": recorded.get("max_bytes")}
         self.hook: str | None = recorded.get("hook")
-        self._slots: list[tuple[str, str]] = []
+        #: The version its keys name (none when every sample was kept for itself); documents of that version are
+        #: ``source`` 0, those of other versions (kept samples) the numbers after it, in the order first read.
+        self.sources = [RecordedSource(**self.source)] if self.source else []
+        self._slots: list[tuple[str, str]] = [(s.dataset, s.version) for s in self.sources]
         self._lock = threading.Lock()
         self._versions: dict[tuple[str, str], DatasetVersion | BatchscopeError] = {}
         self._rebuilds: dict[tuple[int, int, str], tuple[list[int], str | None]] = {}
@@ -262,9 +275,10 @@ class RecordedRun:
             if g.rank == rank and g.first <= step <= g.last
         ]
 
-    def where(self, *args: Any, **options: Any) -> Any:
-        """A recorded run's order cannot be inverted (a shuffle buffer, a stream...): its ledger is the only record."""
-        raise NotImplementedError(WHERE_REASON)
+    def where(self, source: int, record: int, *, first_epoch: int = 0, epochs: int | None = None) -> Any:
+        """A recorded run's order cannot be inverted (a shuffle buffer, a stream...): its ledger is the only record, so
+        this raises :class:`~loaders.errors.WhereUnsupported` saying so (the page shows the line)."""
+        raise WhereUnsupported(WHERE_REASON)
 
 
 def _digest(index: int, address: Address) -> str:

@@ -234,6 +234,17 @@ def _file_buffer(size: int) -> tuple[pa.Buffer, memoryview]:
     return local.buffer.slice(0, size), local.view
 
 
+def check_present(shard: ShardInfo, *, where: str) -> None:
+    """Refuse a shard file that is missing or not the size it was registered at (``ChecksumMismatch`` naming it)."""
+    stat = storage.stat(shard.uri)
+    if not stat.exists:
+        raise ChecksumMismatch(f"{where}: shard file {shard.uri} is missing")
+    if stat.size != shard.size:
+        raise ChecksumMismatch(
+            f"{where}: shard {shard.uri} is {stat.size} bytes, registered as {shard.size} bytes (changed after registration)"
+        )
+
+
 class OpenShard:
     """A registered shard opened for reading: footer checked once, row groups checked on every fetch."""
 
@@ -242,13 +253,7 @@ class OpenShard:
         self.shard = shard
         self.where = where
         self.cache = cache
-        stat = storage.stat(shard.uri)
-        if not stat.exists:
-            raise ChecksumMismatch(f"{where}: shard file {shard.uri} is missing")
-        if stat.size != shard.size:
-            raise ChecksumMismatch(
-                f"{where}: shard {shard.uri} is {stat.size} bytes, registered as {shard.size} bytes (changed after registration)"
-            )
+        check_present(shard, where=where)
         self._footer_start = shard.boundaries[-1]
         footer = storage.read_range(shard.uri, self._footer_start, shard.size - self._footer_start, cache=cache)
         if _digest(footer) != shard.footer_digest:
@@ -302,3 +307,23 @@ class OpenShard:
                 f"{self.where}: row group {row_group} of shard {self.shard.uri} holds {table.num_rows} rows but its footer says {expected}"
             )
         return table
+
+
+class _Parquet:
+    """The Parquet shard format (see :mod:`loaders.storage.formats`): segments are row groups, checked on every fetch."""
+
+    name = "parquet"
+    extensions = (".parquet",)
+
+    def scan(self, uri: str) -> tuple[ShardInfo, pa.Schema]:
+        return scan_shard(uri)
+
+    def open(self, shard: ShardInfo, *, where: str, cache: bool = True) -> OpenShard:
+        return OpenShard(shard, where=where, cache=cache)
+
+    def decoded_bytes(self, shard: ShardInfo, row_group: int) -> int:
+        """A lower bound of what decoding one row group holds: its compressed bytes (the footer knows more)."""
+        return shard.boundaries[min(row_group + 1, len(shard.boundaries) - 1)] - shard.boundaries[min(row_group, len(shard.boundaries) - 2)]
+
+
+PARQUET = _Parquet()

@@ -3,9 +3,10 @@
 A (step, rank) is ``verified`` when its ledger record matches the recomputed batch in every respect the ledger
 keeps (batch digest, and per sample its global index, key and digest) and the trainer marked it trained;
 ``untrained`` when it matches but was only fetched; ``mismatch`` when anything differs; ``no-ledger`` when there
-is no record. A recorded run (``batchscope.record``) cannot be recomputed: its (step, rank) is ``recorded`` when every
-sample it wrote down still resolves to the row it names, ``mismatch`` when one does not. :func:`verify_run` adds what
-cannot be attributed to a step: unreadable ledger lines.
+is no record. Other kinds of run (``loaders.run.kinds``) answer in their own words: a replayed run's (step, rank) is
+``replayed`` when it matches the indices the run logged; a recorded run (``batchscope.record``) cannot be recomputed,
+so its (step, rank) is ``recorded`` when every sample it wrote down still resolves to the row it names, ``mismatch``
+when one does not. :func:`verify_run` adds what cannot be attributed to a step: unreadable ledger lines.
 """
 
 from __future__ import annotations
@@ -23,13 +24,21 @@ EXIT_VERIFIED = 0  # every (step, rank) checked was verified and trained
 EXIT_MISMATCH = 1  # some ledger record differs from what the plan reads
 EXIT_CANNOT_CHECK = 2  # records missing, ledger lines unreadable, or the recomputation failed
 EXIT_UNTRAINED = 3  # the data matches, but some steps were fetched and never marked trained
+#: Statuses of a check whose data agrees with what the run recorded: ``replayed`` is a replayed run's batch that
+#: matches what the run logged (never called "verified": another framework read it).
+MATCHING = ("verified", "untrained", "replayed")
+#: Statuses that say nothing was recomputed to agree or differ: no record, or a recorded run's step (written down while
+#: training, its rows still resolving).
+UNCHECKED = ("no-ledger", "recorded")
+#: Statuses ``batchscope verify`` passes, one per kind of run (what each may be called: ``loaders.run.kinds``).
+PASSING = ("verified", "replayed", "recorded")
 
 
 @dataclass
 class Verification:
     """The ledger compared with a recomputation of one (step, rank)."""
 
-    status: str  # "verified", "untrained", "mismatch", "no-ledger", or "recorded" (a recorded run: written down, not recomputed)
+    status: str  # "verified", "untrained", "mismatch", "no-ledger", "replayed" or "recorded" (see the module docstring)
     step: int
     rank: int
     world_size: int
@@ -40,9 +49,9 @@ class Verification:
 
     @property
     def verified(self) -> bool | None:
-        """Whether the ledger's data agrees with the recomputation (None: no record, or a recorded step, which nothing
-        recomputes)."""
-        return None if self.status in ("no-ledger", "recorded") else self.status in ("verified", "untrained")
+        """Whether the run's record of this batch agrees with the recomputation (None: no record, or a recorded step,
+        which nothing recomputes); a replayed run's batch agrees when it matches what the run logged (``replayed``)."""
+        return None if self.status in UNCHECKED else self.status in MATCHING
 
     @property
     def trained(self) -> bool | None:
@@ -118,13 +127,13 @@ class RunVerification:
         return self.counts.get(status, 0)
 
     def with_status(self, status: str) -> list[Verification]:
-        """The checks with ``status`` (any status but ``verified``)."""
+        """The checks with ``status`` (any status but the passing ones, :data:`PASSING`)."""
         return [c for c in self.failures if c.status == status]
 
     @property
     def exit_code(self) -> int:
-        """0 verified (or recorded), 1 mismatch, 2 cannot check (missing records, unreadable lines), 3 fetched but not
-        trained."""
+        """0 verified (or replayed, recorded: :data:`PASSING`), 1 mismatch, 2 cannot check (missing records, unreadable
+        lines), 3 fetched but not trained."""
         if self.count("mismatch"):
             return EXIT_MISMATCH
         if self.count("no-ledger") or any(p.fatal for p in self.problems) or not sum(self.counts.values()):
@@ -159,7 +168,7 @@ def verify_run(run: CheckedRun, steps: range) -> RunVerification:
         for batch in run.global_batch(step):
             check = run.compare(batch)
             counts[check.status] = counts.get(check.status, 0) + 1
-            if check.status not in ("verified", "recorded"):
+            if check.status not in PASSING:
                 failures.append(check)
     return RunVerification(run.name, steps, counts, failures, run.ledger.problems())
 

@@ -102,3 +102,12 @@ def test_verify_counts_recorded_steps_and_fails_when_a_row_no_longer_resolves(ca
     (Path(catalog.root) / "datasets" / "rec.samples" / "versions" / f"{samples.id}.json").unlink()
     done = subprocess.run([batchscope_cli, "verify", "rec", "--root", catalog.root], capture_output=True, text=True)
     assert done.returncode == 1 and "step 1 rank 0" in done.stderr and "cannot be read" in done.stderr
+
+
+def test_where_names_the_recorded_run_and_says_in_one_line_why_it_cannot_list_its_reads(make_client, catalog):
+    from loaders.record.run import WHERE_REASON
+
+    client = make_client(root=catalog.root)
+    version = catalog.resolve("alpha@v1")
+    where = client.get(f"/api/datasets/alpha/versions/{version.id}/samples/alpha-8").json()["where"]
+    assert [(w["run"], w["error"], w["reads"]) for w in where] == [("rec", WHERE_REASON, [])]

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from loaders import Catalog, ReadPlan, Source
+from tests.support.processes import torchrun_command
 from tests.support.readpath import write_text_dataset
 from tests.support.training import received, tensor_digest
 
@@ -22,32 +23,10 @@ pytestmark = pytest.mark.slow
 SCRIPT = Path(__file__).resolve().parents[1] / "support" / "torchrun_train.py"
 
 
-def _torchrun(nproc: int, root: str, run: str, state: Path, *, sleep: float, port: int) -> subprocess.Popen:
-    command = [
-        sys.executable,
-        "-m",
-        "torch.distributed.run",
-        f"--nproc_per_node={nproc}",
-        "--nnodes=1",
-        "--master_addr=127.0.0.1",
-        f"--master_port={port}",
-        str(SCRIPT),
-        root,
-        run,
-        str(state),
-        "--sleep",
-        str(sleep),
-    ]
+def _torchrun(nproc: int, root: str, run: str, state: Path, *, sleep: float) -> subprocess.Popen:
+    command = torchrun_command(str(SCRIPT), root, run, str(state), "--sleep", str(sleep), nproc=nproc)
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
     return subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-
-
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def test_sigkill_and_elastic_resume_matches_one_uninterrupted_run(tmp_path):
@@ -56,7 +35,7 @@ def test_sigkill_and_elastic_resume_matches_one_uninterrupted_run(tmp_path):
     run = catalog.create_run("job", ReadPlan([Source("corpus@v1")], seed=11, global_batch_size=4, steps=40, streams=2))
     state = tmp_path / "state" / "reader.json"
 
-    first = _torchrun(2, catalog.root, "job", state, sleep=0.15, port=_free_port())
+    first = _torchrun(2, catalog.root, "job", state, sleep=0.15)
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
         if state.exists() and json.loads(state.read_text())["step"] >= 12:
@@ -73,7 +52,7 @@ def test_sigkill_and_elastic_resume_matches_one_uninterrupted_run(tmp_path):
     saved = json.loads(state.read_text())
     assert 12 <= saved["step"] < 40 and saved["world_size"] == 2
 
-    second = _torchrun(1, catalog.root, "job", state, sleep=0.0, port=_free_port())
+    second = _torchrun(1, catalog.root, "job", state, sleep=0.0)
     output = second.communicate(timeout=180)[0]
     assert second.returncode == 0, output
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import socket
 import subprocess
+import sys
 import time
 import urllib.error
 import urllib.request
@@ -14,6 +15,21 @@ def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
+
+
+def torchrun_command(script: str, *args: str, nproc: int, port: int | None = None) -> list[str]:
+    """``python -m torch.distributed.run`` of ``script`` with ``args`` on ``nproc`` local ranks (a free port by default)."""
+    return [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        f"--nproc_per_node={nproc}",
+        "--nnodes=1",
+        "--master_addr=127.0.0.1",
+        f"--master_port={port or free_port()}",
+        script,
+        *args,
+    ]
 
 
 def wait_until_serving(url: str, *, process: subprocess.Popen[bytes], what: str, seconds: float = 30.0) -> None:
