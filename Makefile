@@ -7,7 +7,7 @@ BIN    := $(VENV)/bin
 DEMO_ROOT ?= demo-data
 PORT   ?= 8000
 # The test setup installs every optional extra, so every framework integration is tested with its own package.
-TEST_EXTRAS := test,hf,grain,megatron,streaming
+TEST_EXTRAS := test,hf,grain,megatron,streaming,energon,litdata
 SUDO   := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 .PHONY: demo test bench setup setup-test chromium nginx serve clean help
@@ -31,11 +31,18 @@ DROP_TORCHVISION := $(BIN)/python -m pip uninstall -y -q torchvision >/dev/null 
 PIP_QUIET_ABOUT_RICH = out=$$($(BIN)/python -m pip install -q --disable-pip-version-check $(1) 2>&1) || { echo "$$out"; exit 1; }; \
 	echo "$$out" | grep -v "dependency resolver\|requires rich\|which is incompatible\|^$$" || true
 
-# The framework extras are installed after the test tools: OLMo-core's cached-path pins rich below 14, which the
-# import linter (rich >= 14.2) cannot use, so rich is put back to the linter's range after the olmo extra
-# (cached-path only draws progress bars with it).
+# torchtitan's package pins datasets<4.8 and pulls wandb and tensorboard, none of which its data loader uses: it is
+# installed without its dependencies, then with exactly what its text data loader imports.
+TORCHTITAN := 'torchtitan==0.3.0'
+TORCHTITAN_LOADER_DEPS := 'torchdata>=0.8' 'tyro>=0.9' 'spmd_types==0.2.3' 'torch_checkpointing>=0.1.0' 'torch==2.13.0'
+
+# The framework extras are installed after the test tools, torchtitan as above; OLMo-core's cached-path pins rich
+# below 14, which the import linter (rich >= 14.2) cannot use, so rich is put back to the linter's range after the
+# olmo extra (cached-path only draws progress bars with it).
 $(VENV)/.test: $(VENV)/.base
 	@$(BIN)/python -m pip install -q --disable-pip-version-check -e '.[$(TEST_EXTRAS)]'
+	@$(BIN)/python -m pip install -q --disable-pip-version-check --no-deps $(TORCHTITAN)
+	@$(BIN)/python -m pip install -q --disable-pip-version-check $(TORCHTITAN_LOADER_DEPS)
 	@$(call PIP_QUIET_ABOUT_RICH,-e '.[olmo]')
 	@$(call PIP_QUIET_ABOUT_RICH,'rich>=14.2')
 	@$(DROP_TORCHVISION)

@@ -7,6 +7,7 @@ from collections import OrderedDict
 from typing import Callable, Hashable, TypeVar
 
 from loaders import Batch, Catalog, Run
+from loaders.run.kinds import claims
 
 from .decode_budget import DecodeBudget
 
@@ -21,6 +22,9 @@ class RunCache:
     A run's batch is a pure function of its manifest, step, rank and world
     size, so a cached batch is never stale; only the world-size history
     (which ``run.world_size_at`` re-reads) can change what a URL resolves to.
+    A recorded run's batch is what its ledger says, so its key carries the
+    ledger entry's digest (a step not recorded yet, or recorded again, is
+    read anew).
     Batches of runs whose transforms decode media are computed in one of the
     ``budget``'s large-decode slots, so concurrent requests decode a bounded
     number of them at once.
@@ -31,7 +35,7 @@ class RunCache:
         self._runs: dict[str, Run] = {}
         self._pages: OrderedDict[Hashable, bytes] = OrderedDict()
         self._page_capacity = pages
-        self._batches: OrderedDict[tuple[str, str, int, int, int], Batch] = OrderedDict()
+        self._batches: OrderedDict[tuple[object, ...], Batch] = OrderedDict()
         self._values: OrderedDict[Hashable, object] = OrderedDict()
         self._capacity = batches
         self._lock = threading.Lock()
@@ -50,13 +54,16 @@ class RunCache:
         """``run.batch(step, rank)`` at the world size in force (or the one given), cached."""
         run.check_step(step)
         size = run.world_size_at(step) if world_size is None else world_size
-        key = (run.name, run.fingerprint, step, rank, size)
+        key: tuple[object, ...] = (run.name, run.fingerprint, step, rank, size)
+        if not claims(run.kind).recomputed:  # written down, not a pure function: a resumed job may record the step again
+            entry = run.ledger.entry(step, rank, size)
+            key += (entry.digest if entry is not None else None,)
         with self._lock:
             cached = self._batches.get(key)
             if cached is not None:
                 self._batches.move_to_end(key)
                 return cached
-        decodes_media = run.kind == "native" and run.plan.decodes_media
+        decodes_media = claims(run.kind).planned and run.plan.decodes_media
         if self._budget is not None and decodes_media:  # its transforms decode media: one of the large-decode slots
             with self._budget.decoding(self._budget.limit, f"a batch of run {run.name} (its transforms decode media)"):
                 batch = run.batch(step, rank, world_size=size)

@@ -11,6 +11,7 @@ import jinja2
 from jinja2.bccache import Bucket, BytecodeCache
 
 from loaders.catalog.kinds import PICTURE_KINDS
+from loaders.run.kinds import CLAIMS
 
 from . import urls
 from .markup import segments_html, token_spans_html
@@ -150,7 +151,7 @@ class Templates:
                 revisions[path] = _revision(static_dir / path)
             return urls.static(path, revisions[path])
 
-        self.env.globals.update(urls=urls, static_url=static_url, form_token=form_token, picture_kinds=PICTURE_KINDS)
+        self.env.globals.update(urls=urls, static_url=static_url, form_token=form_token, picture_kinds=PICTURE_KINDS, run_kinds=CLAIMS)
 
     def warm(self) -> int:
         """Load (compile, the first time in this process) every template, so no request pays for it; returns how many.

@@ -88,6 +88,11 @@ def run(run_: str) -> str:
     return f"/runs/{_q(run_)}"
 
 
+def run_live(run_: str) -> str:
+    """``/runs/{run}/live``: how far the run has got (what live pages poll)."""
+    return f"{run(run_)}/live"
+
+
 def step(run_: str, step_: int) -> str:
     """``/runs/{run}/steps/{step}``: the global batch across ranks."""
     return f"{run(run_)}/steps/{int(step_)}"

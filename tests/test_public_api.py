@@ -29,6 +29,7 @@ PUBLIC = {
         "import_webdataset",
     ],
     "loaders.torch": ["BatchscopeDataset", "Loader", "collate_torch", "make_loader"],
+    "loaders.record": ["RecordOptions", "RecordRefused", "RecordWarning", "Recorder", "column", "record", "samples"],
 }  # fmt: skip
 
 #: Deep imports documented before the sub-packages, each with a name it must still give.
@@ -39,6 +40,7 @@ DEEP = {
     "loaders.storage": ["read_range", "read_bytes", "stat", "join", "write_bytes_atomic"],
     "loaders.catalog": ["CatalogStore", "default_root", "check_name"],
     "loaders.run": ["Run", "Verification", "WorldSizeSpan"],
+    "loaders.record.run": ["RecordedRun"],
     "loaders.order": ["SourceOrder"],
     "loaders.where": ["where_read"],
     "loaders.diff": ["diff_versions"],
@@ -54,7 +56,8 @@ def test_the_public_names_are_pinned():
 
     for module, names in PUBLIC.items():
         assert sorted(__import__(module, fromlist=["_"]).__all__) == sorted(names), module
-    assert sorted(batchscope.__all__) == sorted([*PUBLIC["loaders"], "importers"])
+    assert sorted(batchscope.__all__) == sorted([*PUBLIC["loaders"], "importers", "record"])
+    assert batchscope.record is loaders.record.record  # batchscope.record(loader, run=..., ...) wraps a loader
     assert sorted(batchscope.importers.__all__) == sorted(PUBLIC["loaders.importers"])
     assert sorted(batchscope.torch.__all__) == sorted(PUBLIC["loaders.torch"])
     for name in PUBLIC["loaders"]:

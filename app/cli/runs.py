@@ -10,6 +10,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from loaders import Run
+from loaders.run.kinds import claims
 from loaders.training.ledger import ledger_file_name
 from loaders.training.verification import (
     EXIT_CANNOT_CHECK,
@@ -30,15 +31,18 @@ def install(app: typer.Typer) -> None:
 
 
 def runs(root: RootOption = None) -> None:
-    """List runs with their sources, steps and world sizes."""
+    """List runs with their sources, steps and world sizes (a run other than native says its kind)."""
     with friendly_errors():
         catalog = open_catalog(root)
         table = Table("run", "steps", "batch", "sources", "world sizes")
         for name in catalog.runs():
             run = catalog.run(name)
-            sources = ", ".join(f"{s.dataset}@{s.version[:12]}" for s in run.sources)
+            sources = ", ".join(f"{s.dataset}@{s.version[:12]}" for s in run.sources) or "samples kept for themselves"
+            if run.kind != "native":
+                sources = f"{claims(run.kind).label}: {sources}"
             sizes = " → ".join(f"{span.world_size} (from {span.start_step})" for span in run.world_size_history())
-            table.add_row(name, str(run.total_steps), str(run.global_batch_size), sources, sizes)
+            steps = str(run.total_steps) if run.total_steps is not None else f"{run.known_steps} so far"
+            table.add_row(name, steps, str(run.global_batch_size), sources, sizes)
         console.print(table)
 
 
@@ -65,11 +69,13 @@ def verify(
     prefetched (fetched, never trained) or not reached, without failing. Exit 0: every trained batch matches its
     record; 1: a record differs from what the plan reads (digest, global indices, keys or sample digests); 2: in the
     trained range something cannot be checked (records missing, unreadable ledger lines, the read path failed), or
-    nothing was trained; 3: a gap, a step fetched and never marked trained though later steps were.
+    nothing was trained; 3: a gap, a step fetched and never marked trained though later steps were. A replayed run's
+    batches are compared with the indices it logged (attach --batches), through the last step it logged; a recorded
+    run's are checked to still resolve to the rows it wrote down.
     """
     with friendly_errors(exit_code=EXIT_CANNOT_CHECK):
         run = open_catalog(root).run(run_name)
-        window = _parse_steps(steps, run.total_steps)
+        window = _parse_steps(steps, run.known_steps)
         for step in window or ():
             run.check_step(step)
         report = verify_run(run, window)
@@ -80,7 +86,7 @@ def verify(
 def _print_report(run: Run, report: RunVerification) -> None:
     """One line per failure (runs of steps grouped), the prefetched steps, then the summary line."""
     if run.kind != "native":
-        _print_replayed_report(run, report)
+        _print_kind_report(run, report)
         return
     for check in report.with_status("mismatch"):
         err_console.print(
@@ -132,22 +138,27 @@ def _print_report(run: Run, report: RunVerification) -> None:
     )
 
 
-def _print_replayed_report(run: Run, report: RunVerification) -> None:
-    """A replayed run's report: its batches are compared with the sampler indices the run logged, not a ledger."""
+def _print_kind_report(run: Run, report: RunVerification) -> None:
+    """A replayed or recorded run's report, in the words its kind may use (:data:`loaders.run.kinds.CLAIMS`): its
+    batches are compared with what the run logged or recorded, not with a ledger of recomputable batches."""
+    kind = claims(run.kind)
     for check in report.with_status("mismatch"):
         err_console.print(
             f"[red]✗ step {check.step} rank {check.rank}[/]: {escape('; '.join(check.reasons))}", highlight=False, soft_wrap=True
         )
     missing = list(step_ranges(report.with_status("no-ledger")))
-    for rank, _world_size, steps in missing:
-        err_console.print(f"[red]✗ rank {rank}[/]: the run logged no batch for {_steps(steps)}", highlight=False, soft_wrap=True)
-    if not report.count("replayed") and not report.count("mismatch"):
-        err_console.print(f"replayed run {run.name} logged no batches to compare: attach it with --batches FILE", highlight=False)
+    for rank, world_size, steps in missing:
+        err_console.print(
+            f"[red]✗ rank {rank} of {world_size}[/]: the run logged no batch for {_steps(steps)}", highlight=False, soft_wrap=True
+        )
+    if not report.count(kind.label) and not report.count("mismatch"):
+        advice = ": attach it with --batches FILE" if run.kind == "replayed" else ""
+        err_console.print(f"{kind.label} run {run.name} logged no batches to compare{advice}", highlight=False)
     window = report.steps
+    counts = [f"{report.count(status)} {words}" for status, words in kind.counts]
+    meaning = kind.label if report.exit_code == EXIT_VERIFIED else EXIT_MEANINGS[report.exit_code]
     console.print(
-        f"{run.name}: {report.count('replayed')} replayed and matching what the run logged, {report.count('mismatch')} mismatched, "
-        f"{report.count('no-ledger')} the run logged nothing for (steps {window.start}-{window.stop - 1}; "
-        f"exit {report.exit_code}: {EXIT_MEANINGS[report.exit_code]})",
+        f"{run.name}: {', '.join(counts)} (steps {window.start}-{window.stop - 1}; exit {report.exit_code}: {meaning})",
         highlight=False,
         soft_wrap=True,
     )

@@ -6,10 +6,11 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from loaders.errors import RankOutOfRange
+from loaders.run.kinds import claims
 
 from ..links import Link
 
-__all__ = ["Link", "Pager", "check_rank"]  # Link lives in app.links (error pages use it too); pages import it here
+__all__ = ["Link", "Pager", "check_rank", "kind_badge"]  # Link lives in app.links (error pages use it too); pages import it here
 
 if TYPE_CHECKING:
     from loaders import Run
@@ -33,3 +34,16 @@ def check_rank(run: Run, step: int, rank: int) -> int:
     if not 0 <= rank < world_size:
         raise RankOutOfRange(f"rank {rank} is not below the world size {world_size} in force at step {step} of run {run.name}")
     return world_size
+
+
+def kind_badge(run: Run, detail: str | None = None) -> str | None:
+    """The badge a run's pages wear beside its name: what its batches may be called (``replayed``, ``recorded``) and
+    ``detail`` (the framework...); None for a native run, whose batches each say whether they are verified.
+
+    >>> kind_badge(type("R", (), {"kind": "replayed"})(), "Grain") # a replayed run read through Grain
+    'replayed · Grain'
+    """
+    if run.kind == "native":
+        return None
+    label = claims(run.kind).label
+    return f"{label} · {detail}" if detail else label

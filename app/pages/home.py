@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 
 from loaders import Catalog, Run
@@ -12,20 +11,23 @@ from .. import urls
 from ..flags import Flag, FlagStore
 from ..jsonable import html_only
 from ..run_cache import RunCache
-from .common import Link
+from .common import Link, kind_badge
+from .progress import RUNNING_SECONDS, progress
+
+__all__ = ["RECENT_FLAGS", "RUNNING_SECONDS", "DatasetSummary", "HomePage", "RunSummary", "dataset_summary", "home_page", "run_summary"]
 
 RECENT_FLAGS = 10
-#: A run whose ledger got a batch within this many seconds (and that has steps left) is "running", else "stopped".
-RUNNING_SECONDS = 120
 
 
 @dataclass
 class RunSummary:
-    """One run as the home page lists it: how far its ledger got, its last loss and its status.
+    """One run as the home page lists it: how far its ledger got, its last loss and its status (the run's
+    :func:`~app.pages.progress.progress`, which the live marker of its pages shows too).
 
     ``status`` is ``complete`` (the ledger has the last step), ``running`` (written to within
     :data:`RUNNING_SECONDS`), ``stopped`` (neither), ``not started`` (no ledger yet) or ``error`` (see ``error``);
-    a replayed run's is ``replayed`` (it read through another framework and wrote no ledger of batches).
+    a replayed run's is ``replayed`` (it read through another framework and wrote no ledger of batches). ``steps`` is
+    None for a run whose length is not known yet (a recorded run still training).
     """
 
     name: str
@@ -37,6 +39,8 @@ class RunSummary:
     last_loss: float | None = None
     status: str = "not started"
     error: str | None = None
+    kind: str = "native"  # native, replayed or recorded (loaders.run.kinds)
+    kind_badge: str | None = html_only(None)
 
     @property
     def badge(self) -> str:
@@ -46,25 +50,19 @@ class RunSummary:
 
 def run_summary(run: Run, *, now: float | None = None) -> RunSummary:
     """A run's progress from its ledger (``now`` is the clock, for tests)."""
-    entries = run.ledger.entries()
-    losses = run.ledger.series("loss", world_size_at=run.world_size_at)
-    summary = RunSummary(run.name, urls.run(run.name), steps=run.total_steps, last_loss=losses[-1][1] if losses else None)
-    if run.kind == "replayed":
-        summary.status = "replayed"
-        summary.logged_steps = len(losses)
-        return summary
-    if not entries:
-        return summary
-    last = max(e.step for e in entries)
-    summary.logged_steps = len({e.step for e in entries})
-    summary.last_step, summary.last_step_url = last, urls.step(run.name, last)
-    if last >= run.total_steps - 1:
-        summary.status = "complete"
-    elif (now if now is not None else time.time()) - max(e.time for e in entries) <= RUNNING_SECONDS:
-        summary.status = "running"
-    else:
-        summary.status = "stopped"
-    return summary
+    p = progress(run, now=now)
+    return RunSummary(
+        run.name,
+        urls.run(run.name),
+        steps=p.total_steps,
+        logged_steps=p.logged_steps,
+        last_step=p.last_step,
+        last_step_url=p.last_step_url,
+        last_loss=p.last_loss,
+        status=p.status,
+        kind=run.kind,
+        kind_badge=kind_badge(run),
+    )
 
 
 @dataclass

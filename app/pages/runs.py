@@ -3,17 +3,19 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 from loaders import Catalog, Run
 from loaders.errors import BatchscopeError
-from loaders.run.kinds import LABELS
+from loaders.run.kinds import claims
 
 from .. import urls
 from ..jsonable import html_only
 from ..run_cache import RunCache
-from .common import Link
+from .common import Link, kind_badge
 from .mixture import MixtureView, run_mixture
+from .progress import RunProgress, progress
+from .recorded import RecordedInfo, recorded_info
 from .replayed import ReplayPanel, replay_panel
 from .spikes import DEFAULT_SMOOTHING, OUTLIER_K, OUTLIER_WINDOW, SMOOTHING, Outlier, ema, outliers, thin, window
 
@@ -79,7 +81,9 @@ class ChartView:
 @dataclass
 class RunPage:
     """A run's page. ``kind`` says how its batches are known (``label``: what its pages may call them); the plan,
-    sources, packing and mixture are a native run's (``None`` or empty for other kinds), ``replay`` a replayed run's."""
+    sources, packing and mixture are a native run's (``None`` or empty for other kinds), in their place each other
+    kind has a panel of its own (:data:`KIND_PARTS`): ``replay`` a replayed run's, ``recorded`` a recorded run's.
+    ``total_steps`` is the steps a page can show (for a recorded run still training, those recorded so far)."""
 
     name: str
     url: str
@@ -90,7 +94,7 @@ class RunPage:
     total_steps: int
     global_batch_size: int
     world_sizes: list[dict[str, int]]
-    ledger_steps: int
+    ledger_steps: int | None  # None for a kind whose ledger holds no batches (a replayed run: metrics only)
     last_logged_step: int | None
     metrics: list[MetricChart]
     chart: ChartView
@@ -108,6 +112,9 @@ class RunPage:
     mixture: MixtureView | None = None
     mixture_error: str | None = None
     replay: ReplayPanel | None = None
+    recorded: RecordedInfo | None = None
+    progress: RunProgress | None = None
+    kind_badge: str | None = html_only(None)
     title: str = html_only("")
     crumbs: list[Link] = html_only(default_factory=list)
     step_box_url: str = html_only("")
@@ -189,7 +196,7 @@ def chart_view(
     run: Run, other: Run | None, *, start: int | None, end: int | None, smooth: float | None, overlay: str | None, overlay_error: str | None
 ) -> ChartView:
     """The chart settings of a run page URL, with links that zoom and pan (for browsers without JavaScript)."""
-    last = max(0, run.total_steps - 1)
+    last = max(0, run.known_steps - 1)
     lo = min(max(0, start), last) if start is not None else None
     hi = min(max(0, end), last) if end is not None else None
     if lo is not None and hi is not None and hi < lo:
@@ -214,7 +221,7 @@ def chart_view(
     return view
 
 
-def _native_parts(runs: RunCache, run: Run, *, window: int | None) -> dict[str, Any]:
+def _native_parts(catalog: Catalog, runs: RunCache, run: Run, *, window: int | None) -> dict[str, Any]:
     """What only a native run's page shows: its plan, pinned sources, packing and realized mixture."""
     total_weight = sum(s.weight for s in run.sources)
     sources = [
@@ -251,6 +258,22 @@ def _native_parts(runs: RunCache, run: Run, *, window: int | None) -> dict[str, 
     }
 
 
+def _replayed_parts(catalog: Catalog, runs: RunCache, run: Any, *, window: int | None) -> dict[str, Any]:
+    """What a replayed run's page shows in their place: the framework that read it, its settings, its pinned files."""
+    panel = replay_panel(run)
+    return {"replay": panel, "kind_badge": kind_badge(run, panel.title)}
+
+
+def _recorded_parts(catalog: Catalog, runs: RunCache, run: Any, *, window: int | None) -> dict[str, Any]:
+    """What a recorded run's page shows in their place: how it was recorded and what changed since."""
+    return {"recorded": recorded_info(catalog, run)}
+
+
+#: The parts of the run page that depend on its kind (``loaders.run.kinds``): a native run's plan, sources, packing
+#: and mixture, or in their place the kind's own panel; ``templates/_partials/_run_<kind>.html`` lays each out.
+KIND_PARTS: dict[str, Callable[..., dict[str, Any]]] = {"native": _native_parts, "replayed": _replayed_parts, "recorded": _recorded_parts}
+
+
 def run_page(
     catalog: Catalog,
     runs: RunCache,
@@ -272,29 +295,28 @@ def run_page(
         except BatchscopeError as exc:
             overlay_error = exc.message
     view = chart_view(run, other, start=start, end=end, smooth=smooth, overlay=overlay, overlay_error=overlay_error)
-    steps = run.ledger.steps()
-    own: dict[str, Any] = {}
-    if run.kind == "native":
-        own = _native_parts(runs, run, window=window)
-    elif run.kind == "replayed":
-        own = {"replay": replay_panel(run)}
+    kind = claims(run.kind)
+    steps = run.ledger.steps() if kind.ledger_of_batches else None
+    count = run.known_steps
+    own = {"kind_badge": kind_badge(run), **KIND_PARTS[run.kind](catalog, runs, run, window=window)}
     return RunPage(
         name=run.name,
         url=urls.run(run.name),
         kind=run.kind,
-        label=LABELS.get(run.kind, run.kind),
+        label=kind.label,
         fingerprint=run.fingerprint,
         created=run.manifest.get("created"),
-        total_steps=run.total_steps,
+        total_steps=count,
         global_batch_size=run.global_batch_size,
         world_sizes=[{"start_step": s.start_step, "world_size": s.world_size} for s in run.world_size_history()],
-        ledger_steps=len(steps),
+        ledger_steps=len(steps) if steps is not None else None,
         last_logged_step=steps[-1] if steps else None,
         metrics=metric_charts(run, view, other),
         chart=view,
         first_step_url=urls.step(run.name, 0),
-        last_step_url=urls.step(run.name, run.total_steps - 1),
+        last_step_url=urls.step(run.name, max(0, count - 1)),
         **own,
+        progress=progress(run),
         title=f"run {run.name}",
         crumbs=[Link("runs", urls.home()), Link(run.name, urls.run(run.name))],
         step_box_url=urls.run(run.name),

@@ -7,11 +7,12 @@ from dataclasses import dataclass
 
 from loaders import Batch, Catalog
 from loaders.forensics.realized_mixture import step_mix
+from loaders.run.kinds import claims
 
 from .. import urls
 from ..jsonable import html_only
 from ..run_cache import RunCache
-from .common import Link
+from .common import Link, kind_badge
 from .forensics import (
     Logged,
     TokenStats,
@@ -25,6 +26,7 @@ from .forensics import (
     token_stats,
 )
 from .mixture import StepMixView, step_mixture
+from .progress import RunProgress, progress
 from .steps import verdict
 
 
@@ -76,6 +78,8 @@ class StepPage:
     padding_warning: str | None
     mix: StepMixView | None = None
     kind: str = "native"
+    progress: RunProgress | None = None
+    kind_badge: str | None = html_only(None)
     title: str = html_only("")
     crumbs: list[Link] = html_only(default_factory=list)
     sorts: list[Link] = html_only(default_factory=list)
@@ -146,14 +150,16 @@ def step_page(catalog: Catalog, runs: RunCache, name: str, step: int, *, sort: s
         ranks=shares,
         run_url=urls.run(run.name),
         prev_url=urls.step(run.name, step - 1) if step > 0 else None,
-        next_url=urls.step(run.name, step + 1) if step + 1 < run.total_steps else None,
+        next_url=urls.step(run.name, step + 1) if step + 1 < run.known_steps else None,
         samples=ranked,
         sort=order,
         tokens=sum(t.tokens for t in every),
         padding=sum(t.padding for t in every),
         padding_warning=step_padding_warning(every),
-        mix=step_mixture(step_mix(run, step, batches)) if run.kind == "native" else None,
+        mix=step_mixture(step_mix(run, step, batches)) if claims(run.kind).planned else None,
         kind=run.kind,
+        progress=progress(run),
+        kind_badge=kind_badge(run),
         title=f"{run.name} · step {step}",
         crumbs=[Link("runs", urls.home()), Link(run.name, urls.run(run.name)), Link(f"step {step}", urls.step(run.name, step))],
         sorts=sort_links(urls.step(run.name, step), order),

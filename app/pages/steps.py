@@ -9,7 +9,7 @@ import numpy as np
 
 from loaders import Batch, Catalog, Document, Run
 from loaders.errors import SampleNotFound, StorageError
-from loaders.run.kinds import LABELS, RunLike
+from loaders.run.kinds import RunLike, claims
 
 from .. import urls
 from ..errors import BadQuery
@@ -19,7 +19,7 @@ from ..renderers.inputs import InputBlock, InputPlace, TokenValues, input_blocks
 from ..renderers.registry import View
 from ..run_cache import RunCache
 from .batch_views import batch_views
-from .common import Link, check_rank
+from .common import Link, check_rank, kind_badge
 from .forensics import (
     Logged,
     check_sort,
@@ -31,6 +31,7 @@ from .forensics import (
     step_padding_warning,
     token_stats,
 )
+from .progress import RunProgress, progress
 from .sample import FLAGS_SHOWN, FieldBlock, FlagForm, flag_form, render_fields
 
 
@@ -39,7 +40,8 @@ class Verdict:
     """What the run recorded compared with the recomputation: ``verified`` is True, False or None (nothing recorded).
 
     ``kind`` is the run's (:mod:`loaders.run.kinds`), and the label never claims more than it: a native run's batch is
-    "verified" against its ledger, a replayed run's is "replayed" (and matches or differs from what the run logged).
+    "verified" against its ledger, a replayed run's is "replayed" (and matches or differs from what the run logged), a
+    recorded run's is "recorded" (what the loader yielded; ``verified`` is None: nothing recomputes it).
     """
 
     status: str
@@ -50,27 +52,11 @@ class Verdict:
     kind: str = "native"
 
 
-#: Badge labels by run kind and status (``{n}``: how many samples differ).
-VERDICT_LABELS = {
-    "native": {
-        "no-ledger": "no ledger",
-        "verified": "✓ verified",
-        "untrained": "✓ verified, but fetched and never marked trained",
-        "mismatch": "✗ {n} sample(s) differ from the ledger",
-    },
-    "replayed": {
-        "no-ledger": "replayed · the run logged no batches to compare",
-        "replayed": "✓ replayed · matches the indices the run logged",
-        "mismatch": "✗ replayed · {n} sample(s) differ from what the run logged",
-    },
-}
-
-
 def verdict(run: RunLike, batch: Batch) -> Verdict:
-    """The page's badge for ``run.compare(batch)``."""
+    """The page's badge for ``run.compare(batch)``, in the words its kind may use (:data:`loaders.run.kinds.CLAIMS`:
+    a native run's batch is "verified", a replayed run's "replayed", a recorded run's "recorded")."""
     check = run.compare(batch)
-    labels = VERDICT_LABELS.get(run.kind, {})
-    label = labels.get(check.status, f"{LABELS.get(run.kind, run.kind)} · {check.status}").format(n=len(check.differing))
+    label = claims(run.kind).verdict(check.status, differing=len(check.differing), reasons=check.reasons)
     return Verdict(check.status, check.verified, check.ledger_digest, check.differing, label, run.kind)
 
 
@@ -213,6 +199,8 @@ class RankPage:
     sort: str = "position"
     kind: str = "native"
     padding_warning: str | None = None
+    progress: RunProgress | None = None
+    kind_badge: str | None = html_only(None)
     ranks: list[Link] = html_only(default_factory=list)
     sorts: list[Link] = html_only(default_factory=list)
     views: list[View] = html_only(default_factory=list)
@@ -369,6 +357,7 @@ def rank_page(
     check = verdict(run, batch)
     existing = _batch_flags(flags, run, batch)
     order = check_sort(sort, "position")
+    compared = _against(run, batch, against)  # refused before anything else is computed for a run without a plan
     samples = [
         _sample_entry(
             catalog,
@@ -406,9 +395,11 @@ def rank_page(
         step_url=urls.step(run.name, step),
         prev_url=_neighbour_step(run, step - 1, rank),
         next_url=_neighbour_step(run, step + 1, rank),
-        against=_against(run, batch, against),
+        against=compared,
         sort=order,
         kind=run.kind,
+        progress=progress(run),
+        kind_badge=kind_badge(run),
         padding_warning=step_padding_warning([token_stats(s.inputs) for s in batch.samples], what="batch"),
         sorts=sort_links(urls.rank(run.name, step, rank), order),
         ranks=[Link(f"rank {r}", urls.rank(run.name, step, r), "current" if r == rank else None) for r in range(world_size)],
@@ -424,11 +415,11 @@ def rank_page(
 
 
 def _against(run: RunLike, batch: Batch, other: str | None) -> Against | None:
-    """``?against=``: this (step, rank) re-resolved with another version or run — a native run's plan only."""
+    """``?against=``: this (step, rank) re-resolved with another version or run — only a run with a read plan."""
     if not other:
         return None
-    if run.kind != "native":
-        raise BadQuery(f"?against= re-resolves a native run's read plan; run {run.name} is {LABELS.get(run.kind, run.kind)}")
+    if not claims(run.kind).planned:
+        raise BadQuery(f"?against= re-resolves a native run's read plan; run {run.name} is {claims(run.kind).label}")
     return compare_against(run, batch, other)  # type: ignore[arg-type]
 
 
@@ -457,7 +448,7 @@ def _flags_by_sample(flags: FlagStore, run: Run, batch: Batch) -> list[list[Flag
 
 
 def _neighbour_step(run: Run, step: int, rank: int) -> str | None:
-    if not 0 <= step < run.total_steps:
+    if not 0 <= step < run.known_steps:
         return None
     return urls.rank(run.name, step, min(rank, run.world_size_at(step) - 1))
 

@@ -1,8 +1,8 @@
 """Page data of "where was this read": the runs that read a sample, per epoch, and the steps flagged samples touched.
 
 Every read comes from the run's own ``where`` (a native run inverts its read order with
-:func:`loaders.sampling.where.where_read`, a replayed run its framework's order; one that cannot says why in one line);
-nothing here scans a ledger or a step.
+:func:`loaders.sampling.where.where_read`, a replayed run its framework's order; one that cannot, such as a recorded
+run, says why in one line); nothing here scans a ledger or a step.
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from typing import Callable, Iterable
 
 from loaders import Catalog, DatasetVersion, Run
 from loaders.errors import BatchscopeError
+from loaders.run.kinds import claims
 
 from .. import urls
 from ..flags import Flag
@@ -198,7 +199,7 @@ class _FlagReader:
             if isinstance(run, str):
                 errors.append(f"run {name}: {run}")
                 continue
-            packed = run.kind == "native" and run.plan.pack is not None
+            packed = claims(run.kind).planned and run.plan.pack is not None
             limit = min(FLAG_EPOCHS, self._packed_left.setdefault(name, PACKED_EPOCHS)) if packed else FLAG_EPOCHS
             try:
                 reads = run_reads(run, sources, record, first_epoch=0, epochs=limit)

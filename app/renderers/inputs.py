@@ -7,6 +7,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from loaders.run.kinds import claims
+
 from .. import urls
 from .registry import FieldContext, View, render_field
 
@@ -53,16 +55,17 @@ class InputPlace:
 
 
 def source_transforms(run: "Run", source: int) -> list[Any]:
-    """A source's own transforms (a native run's plan; other kinds of run apply none of batchscope's)."""
-    return list(run.plan.sources[source].transforms) if run.kind == "native" else []
+    """A source's own transforms (a run with a read plan; other kinds of run apply none of batchscope's)."""
+    return list(run.plan.sources[source].transforms) if claims(run.kind).planned else []
 
 
 def run_tokenizer(run: "Run", source: int) -> "Tokenizer | None":
-    """The tokenizer that made a source's tokens: its tokenize/chat transform's, else its dataset's."""
-    if run.kind != "native":
-        name = run.version(source).tokenizer
-        return run.catalog.tokenizer(name) if name is not None else None
-    names = [n for t in run.plan.sources[source].transforms for n in t.tokenizer_names()]
+    """The tokenizer that made a source's tokens: its tokenize/chat transform's, else its dataset's (a run without a
+    plan, such as a recorded one, has only its versions')."""
+    if not claims(run.kind).planned:
+        named = run.version(source).tokenizer
+        return run.catalog.tokenizer(named) if named else None
+    names = [n for t in source_transforms(run, source) for n in t.tokenizer_names()]
     names += [n for t in run.plan.document_transforms for n in t.tokenizer_names()]
     name = names[0] if names else run.version(source).tokenizer
     if name is None:

@@ -89,6 +89,11 @@ class ReplayedRun:
         return self._total_steps
 
     @property
+    def known_steps(self) -> int:
+        """Steps a page can show: all of them (fixed when the run was attached)."""
+        return self._total_steps
+
+    @property
     def global_batch_size(self) -> int:
         return self._global_batch_size
 

@@ -94,6 +94,11 @@ class Run:
         return int(self.manifest["resolved"]["total_steps"])
 
     @property
+    def known_steps(self) -> int:
+        """Steps a page can show: all of them (a native run's length is its plan's)."""
+        return self.total_steps
+
+    @property
     def global_batch_size(self) -> int:
         return self.plan.global_batch_size
 

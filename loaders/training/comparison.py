@@ -19,13 +19,16 @@ from .legacy import batch_digests_v1
 #: Statuses of a check whose data agrees with what the run recorded: ``replayed`` is a replayed run's batch that
 #: matches what the run logged (never called "verified": another framework read it).
 MATCHING = ("verified", "untrained", "prefetched", "replayed")
+#: Statuses that say nothing was recomputed to agree or differ: no record, or a recorded run's step (written down while
+#: training, its rows still resolving).
+UNCHECKED = ("no-ledger", "recorded")
 
 
 @dataclass
 class Verification:
     """The ledger compared with a recomputation of one (step, rank)."""
 
-    status: str  # "verified", "untrained", "mismatch", "no-ledger" or "replayed" (a run's report adds "prefetched")
+    status: str  # "verified", "untrained", "mismatch", "no-ledger", "replayed" or "recorded" (a run's report adds "prefetched")
     step: int
     rank: int
     world_size: int
@@ -36,8 +39,9 @@ class Verification:
 
     @property
     def verified(self) -> bool | None:
-        """Whether the ledger's data agrees with the recomputation (None: no record)."""
-        return None if self.status == "no-ledger" else self.status in MATCHING
+        """Whether the run's record of this batch agrees with the recomputation (None: no record, or a recorded step,
+        which nothing recomputes); a replayed run's batch agrees when it matches what the run logged (``replayed``)."""
+        return None if self.status in UNCHECKED else self.status in MATCHING
 
     @property
     def trained(self) -> bool | None:

@@ -12,7 +12,7 @@ from typing import Any
 from .. import storage
 from .ledger_writer import LedgerWriter, batch_summary, ledger_file_name
 
-__all__ = ["Ledger", "LedgerEntry", "LedgerProblem", "LedgerWriter", "StepMetrics", "batch_summary", "ledger_file_name"]
+__all__ = ["Ledger", "LedgerEntry", "LedgerGap", "LedgerProblem", "LedgerWriter", "StepMetrics", "batch_summary", "ledger_file_name"]
 
 _FILE_NAME = re.compile(r"^w(\d+)-r(\d+)\.jsonl$")
 
@@ -31,6 +31,19 @@ class LedgerEntry:
     time: float = 0.0
     digest_format: int = 1  # lines written before the format was recorded used format 1
     trained: bool = True  # False: handed out ("fetched") and never marked trained after that
+    #: What ``batchscope.record`` kept beside the keys (where each sample lives); None in a reader's ledger.
+    recorded: dict[str, Any] | None = None
+
+
+@dataclass(frozen=True)
+class LedgerGap:
+    """Steps ``first..last`` (inclusive) of one rank that a recorder could not write, and why (a full disk...)."""
+
+    first: int
+    last: int
+    rank: int
+    world_size: int
+    reason: str
 
 
 @dataclass
@@ -83,7 +96,7 @@ def _parse(text: str, rank: int, world_size: int) -> dict[str, Any]:
     if not isinstance(data, dict):
         raise _BadLine("not a JSON object")
     kind = data.get("t")
-    if kind not in ("batch", "trained", "metrics", "torn"):
+    if kind not in ("batch", "trained", "metrics", "torn", "gap"):
         raise _BadLine(f"unknown record type {kind!r}")
     _integer(data, "step")
     if (data.get("rank"), data.get("world_size")) != (rank, world_size):
@@ -99,38 +112,75 @@ def _parse(text: str, rank: int, world_size: int) -> dict[str, Any]:
             raise _BadLine("'indices', 'keys' and 'samples' have different lengths")
     elif kind == "metrics" and not isinstance(data.get("metrics", {}), dict):
         raise _BadLine("'metrics' is not an object")
+    elif kind == "gap":
+        _integer(data, "last")
     return data
+
+
+@dataclass
+class _FileState:
+    """How far one ledger file has been read: whole lines applied, and what waits for more bytes — an unterminated
+    last line (a write in progress, or torn by a crash), and an unreadable line held back until the next line says
+    whether the writer after a crash marked it torn."""
+
+    rank: int
+    world_size: int
+    lines: int = 0
+    read: int = 0  # bytes read, the tail included
+    tail: bytes = b""
+    seen: bytes = b""  # the last bytes read, compared when reading on: a file edited before them is read again whole
+    held: tuple[int, str, str] | None = None  # (line number, text, why it is not a record)
+    problems: list[LedgerProblem] = field(default_factory=list)  # found in the lines applied
+
+    def pending(self, name: str) -> list[LedgerProblem]:
+        """What is still held back: an unreadable last line (fatal) and an unterminated tail (torn, not a failure)."""
+        found = []
+        if self.held is not None:
+            found.append(LedgerProblem(name, self.held[0], self.held[2]))
+        if self.tail.strip():
+            text = self.tail.decode("utf-8", "replace")
+            found.append(LedgerProblem(name, self.lines + 1, f"torn by an interrupted write: {text[:60]!r}", fatal=False))
+        return found
 
 
 @dataclass
 class _Contents:
     entries: dict[tuple[int, int, int], LedgerEntry] = field(default_factory=dict)
     metrics: dict[tuple[int, int, int], StepMetrics] = field(default_factory=dict)
-    problems: list[LedgerProblem] = field(default_factory=list)
+    gaps: list[LedgerGap] = field(default_factory=list)
 
-    def read_file(self, name: str, text: str, rank: int, world_size: int) -> None:
-        """Apply one rank's file, line by line in the order written (a later batch record replaces an earlier one).
+    def feed(self, name: str, state: _FileState, data: bytes) -> None:
+        """Apply the next bytes of one rank's file, line by line in the order written (a later batch record replaces an
+        earlier one). Only whole lines are applied; an unterminated last line waits in ``state.tail``.
 
         A line torn by an interrupted write is no failure when it is the file's unterminated last line, or when the
         writer that appended next marked it (a ``torn`` record right after it); any other unreadable line is.
         """
-        lines = text.splitlines()
-        for number, line in enumerate(lines, start=1):
+        state.read += len(data)
+        state.seen = (state.seen + data)[-64:]
+        data = state.tail + data
+        end = data.rfind(b"\n")
+        state.tail = data[end + 1 :]
+        if end < 0:
+            return
+        for line in data[:end].decode("utf-8", "replace").split("\n"):
+            state.lines += 1
+            if state.held is not None:
+                number, held, reason = state.held
+                state.held = None
+                marked = _is_torn_marker(line)
+                why = f"torn by an interrupted write: {held[:60]!r}" if marked else reason
+                state.problems.append(LedgerProblem(name, number, why, fatal=not marked))
             if not line.strip():
                 continue
             try:
-                data = _parse(line, rank, world_size)
+                record = _parse(line, state.rank, state.world_size)
             except _BadLine as bad:
-                marked = number < len(lines) and _is_torn_marker(lines[number])
-                unterminated = number == len(lines) and not text.endswith("\n")
-                if marked or unterminated:
-                    self.problems.append(LedgerProblem(name, number, f"torn by an interrupted write: {line[:60]!r}", fatal=False))
-                else:
-                    self.problems.append(LedgerProblem(name, number, str(bad)))
+                state.held = (state.lines, line, str(bad))  # judged when the next line shows whether it was marked torn
                 continue
-            self._apply(name, number, data, (int(data["step"]), rank, world_size))
+            self._apply(name, state, record, (int(record["step"]), state.rank, state.world_size))
 
-    def _apply(self, name: str, number: int, data: dict[str, Any], key: tuple[int, int, int]) -> None:
+    def _apply(self, name: str, state: _FileState, data: dict[str, Any], key: tuple[int, int, int]) -> None:
         if data["t"] == "batch":
             self.entries[key] = LedgerEntry(
                 key[0],
@@ -143,15 +193,18 @@ class _Contents:
                 float(data.get("time", 0.0)),
                 int(data.get("digest_format", 1)),
                 trained=not data.get("fetched", False),
+                recorded=data.get("recorded") if isinstance(data.get("recorded"), dict) else None,
             )
         elif data["t"] == "trained":
             entry = self.entries.get(key)
             if entry is None:
-                self.problems.append(LedgerProblem(name, number, f"step {key[0]} marked trained but never handed out"))
+                state.problems.append(LedgerProblem(name, state.lines, f"step {key[0]} marked trained but never handed out"))
             else:
                 entry.trained = True
         elif data["t"] == "metrics":
             self.metrics.setdefault(key, StepMetrics(*key)).values.update(data.get("metrics", {}))
+        elif data["t"] == "gap":
+            self.gaps.append(LedgerGap(key[0], int(data["last"]), key[1], key[2], str(data.get("reason", ""))))
 
 
 def _is_torn_marker(line: str) -> bool:
@@ -168,6 +221,8 @@ class Ledger:
         self.directory = directory
         self._signature: tuple[tuple[str, int], ...] = ()
         self._contents = _Contents()
+        self._states: dict[str, _FileState] = {}  # how far each file has been read
+        self._problems: list[LedgerProblem] = []
         self._lock = threading.Lock()
 
     def writer(self, rank: int, world_size: int, *, flush_seconds: float = 2.0) -> LedgerWriter:
@@ -178,20 +233,51 @@ class Ledger:
         return [n for n in storage.list_names(self.directory) if n.endswith(".jsonl")]
 
     def _refresh(self) -> None:
+        """Read what was appended since the last look: ledger files only grow, so a live run costs what it added. A file
+        that shrank, vanished, or whose bytes before the end of the last look changed (an edit) is read again whole."""
         files = self._files()
         signature = tuple((n, storage.stat(storage.join(self.directory, n)).size) for n in files)
         with self._lock:
             if signature == self._signature:
                 return
-            contents = _Contents()
+            sizes = dict(signature)
+            if any(sizes.get(name, -1) < state.read for name, state in self._states.items()):
+                self._contents, self._states = _Contents(), {}
+            fresh = {}
+            for name in files:
+                match = _FILE_NAME.match(name)
+                state = self._states.get(name)
+                if match is None or (state is not None and sizes[name] == state.read):
+                    continue
+                start = state.read - len(state.seen) if state is not None else 0
+                fresh[name] = storage.read_range(storage.join(self.directory, name), start, sizes[name] - start, cache=False)
+                if state is not None and not fresh[name].startswith(state.seen):  # rewritten, not appended to
+                    self._contents, self._states = _Contents(), {}
+                    return self._refresh_all(files, sizes, signature)
+            problems = []
             for name in files:
                 match = _FILE_NAME.match(name)
                 if match is None:
-                    contents.problems.append(LedgerProblem(name, 0, "not a ledger file name (expected w<W>-r<R>.jsonl)"))
+                    problems.append(LedgerProblem(name, 0, "not a ledger file name (expected w<W>-r<R>.jsonl)"))
                     continue
-                text = storage.read_bytes(storage.join(self.directory, name)).decode("utf-8", "replace")
-                contents.read_file(name, text, rank=int(match.group(2)), world_size=int(match.group(1)))
-            self._contents, self._signature = contents, signature
+                state = self._states.setdefault(name, _FileState(rank=int(match.group(2)), world_size=int(match.group(1))))
+                if name in fresh:
+                    self._contents.feed(name, state, fresh[name][len(state.seen) :])
+                problems += state.problems + state.pending(name)
+            self._problems, self._signature = problems, signature
+
+    def _refresh_all(self, files: list[str], sizes: dict[str, int], signature: tuple[tuple[str, int], ...]) -> None:
+        """Read every file whole (holding the lock)."""
+        problems = []
+        for name in files:
+            match = _FILE_NAME.match(name)
+            if match is None:
+                problems.append(LedgerProblem(name, 0, "not a ledger file name (expected w<W>-r<R>.jsonl)"))
+                continue
+            state = self._states.setdefault(name, _FileState(rank=int(match.group(2)), world_size=int(match.group(1))))
+            self._contents.feed(name, state, storage.read_range(storage.join(self.directory, name), 0, sizes[name], cache=False))
+            problems += state.problems + state.pending(name)
+        self._problems, self._signature = problems, signature
 
     @property
     def _entries(self) -> dict[tuple[int, int, int], LedgerEntry]:
@@ -204,7 +290,12 @@ class Ledger:
     def problems(self) -> list[LedgerProblem]:
         """Lines that are not records (``file:line`` and why): torn writes, garbage, edits that break a record."""
         self._refresh()
-        return list(self._contents.problems)
+        return list(self._problems)
+
+    def gaps(self) -> list[LedgerGap]:
+        """Steps a recorder could not write (a full disk...), as it recorded them once it could write again."""
+        self._refresh()
+        return list(self._contents.gaps)
 
     def has_file(self, rank: int, world_size: int) -> bool:
         """Whether rank ``rank`` of ``world_size`` wrote a ledger file at all."""

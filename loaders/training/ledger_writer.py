@@ -74,6 +74,16 @@ class LedgerWriter:
         """Append metrics for ``step`` (numbers, or lists of numbers such as per-sample loss)."""
         self._append({"t": "metrics", "step": step, "rank": self.rank, "world_size": self.world_size, "metrics": metrics})
 
+    def append(self, entries: list[dict[str, Any]]) -> None:
+        """Write ``entries`` (whole records) now, after anything buffered, in one append (recorders batch their lines)."""
+        lines = [json.dumps(entry, separators=(",", ":"), default=_jsonable) for entry in entries]
+        self._raise_background_error()
+        with self._write_lock:
+            with self._lock:
+                lines, self._lines = self._lines + lines, []
+            if lines:
+                self._write(lines, sync=False)
+
     # -- flushing ----------------------------------------------------------------------------
     def _append(self, entry: dict[str, Any]) -> None:
         self._raise_background_error()
@@ -123,8 +133,12 @@ class LedgerWriter:
             return
         out = self._file(path)
         if lines:
-            out.write(("\n".join(lines) + "\n").encode("utf-8"))
-            out.flush()
+            try:
+                out.write(("\n".join(lines) + "\n").encode("utf-8"))
+                out.flush()
+            except OSError:  # a full disk: these lines are lost (the caller hears of it); the next write opens afresh
+                self._discard_file()
+                raise
             self._unsynced = True
         if sync:
             os.fsync(out.fileno())
@@ -140,7 +154,7 @@ class LedgerWriter:
         if out is not None and os.path.exists(path):
             return out
         if out is not None:
-            out.close()
+            self._discard_file()
         os.makedirs(os.path.dirname(path), exist_ok=True)
         self._out = out = open(path, "a+b")
         if not self._tail_checked:
@@ -150,6 +164,15 @@ class LedgerWriter:
                 if out.read(1) != b"\n":  # a line torn by a crash: end it and say so, rather than glue ours to it
                     out.write(b"\n" + self._torn_marker().encode("utf-8") + b"\n")
         return out
+
+    def _discard_file(self) -> None:
+        """Close the open ledger file, dropping what its buffer still holds (a write to it failed, or it was removed)."""
+        out, self._out = self._out, None
+        if out is not None:
+            try:
+                out.close()
+            except OSError:
+                pass
 
     def _torn_marker(self) -> str:
         marker = {"t": "torn", "step": 0, "rank": self.rank, "world_size": self.world_size, "time": round(time.time(), 3)}

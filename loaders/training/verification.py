@@ -12,6 +12,11 @@ of a window is, after :func:`~loaders.training.comparison.compare_with_ledger`:
 ``batchscope verify`` exits 0 when every trained batch matches, 1 on a mismatch, 2 when something in the trained
 range cannot be checked (or nothing was trained), 3 for a gap. Lines of the ledger that cannot be read are reported
 too (:class:`~loaders.training.ledger.LedgerProblem`).
+
+Other kinds of run (``loaders.run.kinds``) answer in their own words: a replayed run's (step, rank) is
+``replayed`` when it matches the indices the run logged; a recorded run (``batchscope.record``) cannot be recomputed,
+so its (step, rank) is ``recorded`` when every sample it wrote down still resolves to the row it names, ``mismatch``
+when one does not. Both say how far they logged (``logged_through``), which is their trained range.
 """
 
 from __future__ import annotations
@@ -23,7 +28,7 @@ from typing import Iterator, Protocol
 
 from ..sampling.batch import Batch
 from ..sampling.world_sizes import WorldSizeSpan
-from .comparison import Verification, compare_with_ledger
+from .comparison import MATCHING, UNCHECKED, Verification, compare_with_ledger
 from .ledger import Ledger, LedgerEntry, LedgerProblem
 
 __all__ = [
@@ -31,7 +36,10 @@ __all__ = [
     "EXIT_MISMATCH",
     "EXIT_UNTRAINED",
     "EXIT_VERIFIED",
+    "MATCHING",
+    "PASSING",
     "RunVerification",
+    "UNCHECKED",
     "Verification",
     "compare_with_ledger",
     "step_ranges",
@@ -44,6 +52,8 @@ EXIT_VERIFIED = 0  # every trained (step, rank) checked matches its ledger recor
 EXIT_MISMATCH = 1  # some ledger record differs from what the plan reads
 EXIT_CANNOT_CHECK = 2  # in the trained range: records missing, ledger lines unreadable, the recomputation failed; or nothing trained
 EXIT_UNTRAINED = 3  # a gap: a step fetched and never marked trained, though later steps were
+#: Statuses ``batchscope verify`` passes, one per kind of run (what each may be called: ``loaders.run.kinds``).
+PASSING = ("verified", "replayed", "recorded")
 
 
 @dataclass
@@ -63,7 +73,7 @@ class RunVerification:
         return self.counts.get(status, 0)
 
     def with_status(self, status: str) -> list[Verification]:
-        """The checks with ``status`` (any status but ``verified``, ``replayed`` and ``not-reached``)."""
+        """The checks with ``status`` (any status but the passing ones, :data:`PASSING`, and ``not-reached``)."""
         return [c for c in self.failures if c.status == status]
 
     @property
@@ -74,7 +84,8 @@ class RunVerification:
 
     @property
     def exit_code(self) -> int:
-        """0 verified, 1 mismatch, 2 cannot check (or nothing trained in the window), 3 a gap."""
+        """0 verified (or replayed, recorded: :data:`PASSING`), 1 mismatch, 2 cannot check (or nothing trained in the
+        window), 3 a gap."""
         if self.count("mismatch"):
             return EXIT_MISMATCH
         if self.count("no-ledger") or any(p.fatal for p in self.problems) or not self.trained_steps:
@@ -161,7 +172,7 @@ def verify_run(run: CheckedRun, steps: range | None = None) -> RunVerification:
 
 def _count(report: RunVerification, check: Verification) -> None:
     report.counts[check.status] = report.counts.get(check.status, 0) + 1
-    if check.status not in ("verified", "replayed"):
+    if check.status not in PASSING:
         report.failures.append(check)
 
 

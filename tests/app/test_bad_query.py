@@ -102,6 +102,13 @@ CASES: dict[str, list[Case]] = {
             f"column 'text' of {_ref(c)} is not a rollout column (rollout columns: none)",
         ),
     ],
+    "live": [
+        lambda c: (
+            urls.api(urls.run_live("no-such-run")),
+            404,
+            f"no run named 'no-such-run' in catalog {c.root} (runs: {', '.join(c.runs())})",
+        ),
+    ],
     "runs": [
         lambda c: (
             urls.api(urls.run("pretrain")) + "?from=-1",

@@ -175,3 +175,25 @@ def test_a_pinned_file_changed_since_attaching_is_a_409_naming_it_and_the_server
         page = client.get(url)
         assert page.status_code == 409 and expected in _text(page)
     assert client.get("/").status_code == 200
+
+
+def test_the_live_marker_says_replayed_and_stops_asking_and_tail_prints_the_imported_steps(client, replayed):
+    from typer.testing import CliRunner
+
+    from app.cli import app as cli
+
+    run = replayed.run("hf-job")
+    marker = soup(client.get(urls.run("hf-job"))).select_one("#live-marker")
+    assert marker["data-status"] == "replayed" and marker.has_attr("data-final")  # nothing adds to what was imported
+    live = client.get(urls.api(urls.run_live("hf-job"))).json()
+    assert (live["kind"], live["status"], live["logged_steps"], live["last_step"]) == (
+        "replayed",
+        "replayed",
+        run.total_steps,
+        run.total_steps - 1,
+    )
+    result = CliRunner().invoke(cli, ["tail", "hf-job", "--root", replayed.root, "--from", str(SPIKE)])  # returns: no --once needed
+    lines = result.output.splitlines()
+    assert result.exit_code == 0 and len(lines) == run.total_steps - SPIKE
+    worst = f"step {SPIKE}  loss 9.0000  worst: rank 1 #1 sample_loss 6.0000 key {run.batch(SPIKE, 1).keys[1]}  "
+    assert lines[0].startswith(worst) and lines[0].endswith(urls.rank("hf-job", SPIKE, 1) + "#sample-1")

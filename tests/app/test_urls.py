@@ -50,6 +50,8 @@ TABLE = [
     (urls.diff_heatmap("web-text", V, V, "k/1", "image"), "/media/datasets/{name}/diff/{spec}/heatmap"),
     (urls.run("run-1"), "/runs/{run}"),
     (urls.api(urls.run("run-1")), "/api/runs/{run}"),
+    (urls.run_live("run-1"), "/runs/{run}/live"),
+    (urls.api(urls.run_live("run-1")), "/api/runs/{run}/live"),
     (urls.step("run-1", 12), "/runs/{run}/steps/{step}"),
     (urls.api(urls.step("run-1", 12)), "/api/runs/{run}/steps/{step}"),
     (urls.rank("run-1", 12, 3), "/runs/{run}/steps/{step}/ranks/{rank}"),

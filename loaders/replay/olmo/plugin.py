@@ -134,7 +134,9 @@ class OlmoRunReplay:
             cut = [t.column("start").to_numpy() for s, _, t in self.version.scan_tables(["start"]) if s == file]
             found = np.concatenate(cut) if cut else np.zeros(0, dtype=np.int64)
             if not np.array_equal(found, starts):
-                raise ReplayError(f"{shard.uri}: its catalog version cuts {len(found)} documents, OLMo-core {len(starts)} (other boundaries)")
+                raise ReplayError(
+                    f"{shard.uri}: its catalog version cuts {len(found)} documents, OLMo-core {len(starts)} (other boundaries)"
+                )
 
     def samples(self, step: int, rank: int) -> list[ReplayedSample]:
         """OLMo-core's batch for the rank (each instance checked by OLMo-core's replay against its pinned bytes), its
