@@ -14,6 +14,7 @@ from typing import Callable
 import numpy as np
 
 from loaders.rl import RolloutFacts, RolloutIndex, RolloutQuery, Summary, advantage_warning
+from loaders.rl.confirm import confirm
 from loaders.rl.facts import number_text
 from loaders.rl.query import GROUP_SORTS, ROW_SORTS
 
@@ -377,8 +378,12 @@ def groups_block(
     page_size: int,
     group_url: Callable[[str], str] | None = None,
     has_step: bool = False,
+    confirm_index: bool = False,
 ) -> GroupsBlock:
-    """One page of the query's groups (or rollouts); ``action(**params)`` builds this view's URL."""
+    """One page of the query's groups (or rollouts); ``action(**params)`` builds this view's URL.
+
+    With ``confirm_index`` (a stored index) the index is checked against the rollouts read for the page, each row and
+    each group shown (``loaders.rl.confirm``): ``IndexDisagrees`` when it differs."""
     size = max(1, page_size)
     if query.view == "groups":
         chosen = index.select_groups(query)
@@ -387,6 +392,8 @@ def groups_block(
         member_rows = [index.members(int(g), query) for g in page]
         flat = [int(r) for rows in member_rows for r in rows]
         loaded = dict(zip(flat, load(flat)))
+        if confirm_index:
+            confirm(index, flat, [loaded[p].facts for p in flat], groups=[int(g) for g in page])
         groups = [
             make_group(
                 index,
@@ -405,6 +412,8 @@ def groups_block(
         start = _start(query.start, len(rows_chosen), size)
         page_rows = [int(r) for r in rows_chosen[start : start + size]]
         entries = load(page_rows)
+        if confirm_index:
+            confirm(index, page_rows, [e.facts for e in entries])
         cards = []
         for r, entry in zip(page_rows, entries):
             mean, flat, _ = reference(index, int(index.group_of[r]))
