@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from loaders import Catalog, DatasetVersion
+from loaders.catalog.lineage import checked_parent
 from loaders.catalog.store import check_name
 from loaders.errors import TokenizerNotFound
 
@@ -32,6 +33,10 @@ class VersionSummary:
     tags: list[str]
     #: The version's RL views (rollout groups, episodes), when it has rollout or episode columns.
     views: list[Link] = field(default_factory=list)
+    #: What the manifest records that its id does not cover (``created``, ``parent``...): shown as unverified.
+    unverified: list[str] = field(default_factory=list)
+    #: Why the recorded parent is not shown (a chain of parents with a cycle, or a parent the dataset does not have).
+    parent_refused: str | None = None
 
 
 def rl_views(name: str, version: DatasetVersion) -> list[Link]:
@@ -79,20 +84,25 @@ def dataset_page(catalog: Catalog, name: str) -> DatasetPage:
     versions = catalog.versions(name, broken=broken)
     tags = catalog.tags(name)
     by_version = _tags_by_version(catalog, name)
-    summaries = [
-        VersionSummary(
-            id=v.id,
-            url=urls.version(name, v),
-            created=v.manifest.created,
-            rows=v.rows,
-            shards=len(v.shards),
-            bytes=v.manifest.size,
-            parent=v.manifest.parent,
-            tags=by_version.get(v.id, []),
-            views=rl_views(name, v),
+    parents = {v.id: v.manifest.parent for v in versions}
+    summaries = []
+    for v in reversed(versions):
+        parent, refused = checked_parent(v.id, parents)
+        summaries.append(
+            VersionSummary(
+                id=v.id,
+                url=urls.version(name, v),
+                created=v.manifest.created,
+                rows=v.rows,
+                shards=len(v.shards),
+                bytes=v.manifest.size,
+                parent=parent,
+                tags=by_version.get(v.id, []),
+                views=rl_views(name, v),
+                unverified=list(v.manifest.unverified),
+                parent_refused=refused,
+            )
         )
-        for v in reversed(versions)
-    ]
     return DatasetPage(
         name=name,
         url=urls.dataset(name),
@@ -189,6 +199,11 @@ class VersionPage:
     notes: dict[str, Any] = field(default_factory=dict)
     #: The version's RL views (rollout groups, episodes), when it has rollout or episode columns.
     views: list[Link] = field(default_factory=list)
+    #: What the manifest records that its id does not cover: ``created`` and ``parent`` always, and for a version
+    #: registered before ids covered them its ``notes`` and ``column metadata`` (class names); shown as unverified.
+    unverified: list[str] = field(default_factory=list)
+    #: Why the recorded parent is not shown (a chain of parents with a cycle, or a parent the dataset does not have).
+    parent_refused: str | None = None
     title: str = html_only("")
     crumbs: list[Link] = html_only(default_factory=list)
 
@@ -331,7 +346,7 @@ def version_page(
     tags = _tags_by_version(catalog, name).get(version.id, [])
     columns, complete = _columns(version)
     tokenizer, _ = version_tokenizer(catalog, version)
-    parent = version.manifest.parent
+    parent, refused = catalog.parent(version)
     return VersionPage(
         dataset=name,
         version=version.id,
@@ -362,6 +377,8 @@ def version_page(
             budget=budget,
         ),
         notes=dict(version.manifest.notes),
+        unverified=list(version.manifest.unverified),
+        parent_refused=refused,
         title=version.ref,
         crumbs=[Link("datasets", urls.home()), Link(name, urls.dataset(name)), Link(version.short_id, urls.version(name, version))],
     )

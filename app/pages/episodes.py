@@ -231,7 +231,8 @@ def episode_page(catalog: Catalog, version: DatasetVersion, key: str, *, column:
     name = version.name
     keep = {"column": column} if column else {}
     page_url = lambda at: urls.episode(name, version, key, **keep, t=at)  # noqa: E731
-    names = version.manifest.notes.get("actions")
+    # action names from the notes, only when the version id covers them (not for versions registered before it did)
+    names = version.manifest.notes.get("actions") if version.manifest.covers_meta else None
     steps = [
         StepRow(
             t=i,

@@ -10,33 +10,22 @@ with 413 when that is more than one request may use.
 
 from __future__ import annotations
 
-import threading
 from typing import Iterable
 
 import pyarrow.parquet as pq
 
-from loaders import storage
 from loaders.catalog.version import DatasetVersion, row_group_cache
 
 from ..decode_budget import DecodeBudget
 
 #: Decoded columns plus the records made from them, per byte of the footer's uncompressed size.
 RECORDS_FACTOR = 2
-_FOOTERS: dict[tuple[str, str], pq.FileMetaData] = {}
-_LOCK = threading.Lock()
 
 
 def _footer(version: DatasetVersion, shard: int) -> pq.FileMetaData:
-    info = version.shards[shard]
-    key = (info.uri, info.checksum)
-    with _LOCK:
-        found = _FOOTERS.get(key)
-    if found is None:
-        filesystem, path = storage.resolve(info.uri)
-        found = pq.read_metadata(path, filesystem=filesystem)
-        with _LOCK:
-            _FOOTERS[key] = found
-    return found
+    """The shard's footer as the read path opened it: checked against the manifest first (a changed footer is a
+    ChecksumMismatch naming the shard, never a parse error), kept with the open shard."""
+    return version._open(shard).metadata
 
 
 def row_group_bytes(version: DatasetVersion, shard: int, group: int) -> int:
