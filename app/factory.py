@@ -25,6 +25,7 @@ from . import errors, urls
 from .csrf import CsrfMiddleware, form_token
 from .decode_budget import DecodeBudget
 from .flags import FlagStore
+from .head import HeadMiddleware
 from .hosts import HostMiddleware
 from .registries import unique
 from .routers import auth, datasets, diff, docs, flags, home, input_media, media, rl, runs
@@ -115,7 +116,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     errors.install(app)
     app.add_middleware(CsrfMiddleware, token=app.state.form_token)  # innermost: runs after the Host and token checks
     app.add_middleware(HostMiddleware, names=settings.host_names())
-    app.add_middleware(SecurityMiddleware, token=settings.token)  # outermost: its headers go on every answer
+    app.add_middleware(SecurityMiddleware, token=settings.token)  # its headers go on every answer
+    app.add_middleware(HeadMiddleware)  # outermost: HEAD is a GET without a body through everything else
     app.mount("/static", StaticFiles(directory=str(STATIC_DIR)), name="static")
     for router in routers():
         app.include_router(router)

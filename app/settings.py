@@ -78,6 +78,11 @@ class Settings:
         "time finish in turn, where many sharing the interpreter each take as long as all of them. Raise it for a catalog "
         "on remote storage, where requests mostly wait for the network.",
     )
+    session_seconds: int = _setting(
+        7 * 24 * 3600,
+        "Seconds a login lasts: the login page's cookie holds an expiring value derived from the token (never the token), "
+        "so it ends then, and changing the token ends every session at once.",
+    )
     form_secret: str = _setting(
         "", "Secret behind the anti-forgery token of forms; empty means a random one each time the server starts (shared by its workers)."
     )
@@ -97,6 +102,7 @@ class Settings:
             "row_group_cache_bytes": self.row_group_cache_bytes >= 0,
             "media_cache_bytes": self.media_cache_bytes >= 0,
             "diff_similarity": 0.0 <= self.diff_similarity <= 1.0,
+            "session_seconds": 60 <= self.session_seconds <= 366 * 24 * 3600,
         }
         for name, ok in checks.items():
             if not ok:
@@ -158,6 +164,7 @@ _RANGES = {
     "request_memory_bytes": ">= 1048576",
     "decode_concurrency": "1-64",
     "request_threads": "1-256",
+    "session_seconds": "60-31622400 (a minute to a year)",
 }
 
 

@@ -33,6 +33,7 @@ from ..storage.shards import ShardInfo, scan_shard
 from .files import is_version_id, load_manifest, read_names, read_refs
 from .keys import KeyColumn, refuse_duplicates, suffix_column
 from .kinds import infer_kinds
+from .leftovers import sweep
 from .lineage import checked_parent
 from .manifest import Manifest
 from .media_files import encode_table, scan_media, table_path
@@ -260,6 +261,8 @@ class CatalogStore:
         check_name("dataset", name)
         if tag is not None:
             check_name("tag", tag)
+        if not storage.is_remote(self.root):
+            sweep(self.root)  # what killed imports and exclusions left, in every dataset's folder
         files = _expand(paths)
         shards: list[ShardInfo] = []
         schema = None

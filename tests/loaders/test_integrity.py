@@ -289,18 +289,25 @@ with staged_import(Catalog(sys.argv[1]), "texts", "jsonl") as staging:
 """
 
 
-def test_an_import_killed_by_sigkill_is_cleaned_up_by_the_next_one(catalog: Catalog, tmp_path: Path) -> None:
+@pytest.mark.parametrize("next_one", ["import of the same dataset", "register of another dataset", "import of another dataset"])
+def test_an_import_killed_by_sigkill_is_cleaned_up_by_the_next_one(catalog: Catalog, tmp_path: Path, next_one: str) -> None:
     process = subprocess.Popen([sys.executable, "-c", HOLD_AN_IMPORT, catalog.root], stdout=subprocess.PIPE, text=True)
     try:
         staging = Path(process.stdout.readline().strip())
         assert staging.is_dir() and staging.name.startswith(".staging-jsonl-")
         survivor = import_jsonl(catalog, "texts", [_jsonl(tmp_path)], key="id")  # a live import's staging is left alone
-        assert staging.is_dir() and survivor.rows == 2
+        catalog.register("bystander", [_write(tmp_path / "b.parquet", _texts(["p"]))], key="id")  # by any writer
+        assert staging.is_dir() and Path(str(staging) + ".lock").exists() and survivor.rows == 2
     finally:
         process.send_signal(signal.SIGKILL)
         process.wait()
     assert staging.is_dir()  # SIGKILL ran no cleanup
-    import_jsonl(catalog, "texts", [_jsonl(tmp_path)], key="id")
+    if next_one == "import of the same dataset":
+        import_jsonl(catalog, "texts", [_jsonl(tmp_path)], key="id")
+    elif next_one == "import of another dataset":
+        import_jsonl(catalog, "others", [_jsonl(tmp_path)], key="id")
+    else:
+        catalog.register("another", [_write(tmp_path / "c.parquet", _texts(["q"]))], key="id")
     assert not staging.exists() and not Path(str(staging) + ".lock").exists()
     assert [p.name for p in staging.parent.iterdir() if p.name.startswith(".staging-")] == []
 
