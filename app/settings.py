@@ -45,6 +45,11 @@ class Settings:
     page_size: int = _setting(50, "Rows per page of a dataset listing and of search results.")
     search_seconds: float = _setting(2.0, "Time budget of one search page; a page that runs out links to where the scan stopped.")
     text_collapse_chars: int = _setting(2000, "Text longer than this many characters is collapsed, with a link to expand it.")
+    field_bytes: int = _setting(
+        1 << 20,
+        "Field values larger than this (characters of a text, items of a list) are cut in pages and JSON twins, with a "
+        "link to the whole value (served with Range), so no answer holds a huge value whole.",
+    )
     token_fragment_threshold: int = _setting(
         1024, "Token sequences longer than this load as a fragment when scrolled into view instead of with the page."
     )
@@ -98,6 +103,7 @@ class Settings:
             "request_threads": 1 <= self.request_threads <= 256,
             "search_seconds": self.search_seconds >= 0,
             "text_collapse_chars": self.text_collapse_chars >= 1,
+            "field_bytes": self.field_bytes >= 1024,
             "token_fragment_threshold": self.token_fragment_threshold >= 1,
             "row_group_cache_bytes": self.row_group_cache_bytes >= 0,
             "media_cache_bytes": self.media_cache_bytes >= 0,
@@ -155,6 +161,7 @@ _RANGES = {
     "page_size": "1-10000",
     "search_seconds": ">= 0",
     "text_collapse_chars": ">= 1",
+    "field_bytes": ">= 1024",
     "token_fragment_threshold": ">= 1",
     "row_group_cache_bytes": ">= 0",
     "media_cache_bytes": ">= 0",

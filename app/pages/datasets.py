@@ -11,6 +11,7 @@ from loaders.catalog.store import check_name
 from loaders.errors import TokenizerNotFound
 
 from .. import urls
+from ..cut import Cut, cut_record
 from ..decode_budget import DecodeBudget
 from ..errors import BadQuery
 from ..jsonable import html_only
@@ -149,6 +150,8 @@ class RowEntry:
     shard: int
     row: int
     record: dict[str, Any]
+    #: Values too large to show whole, by column: what ``record`` holds of them and the URL of the whole value.
+    cut: dict[str, Cut] = field(default_factory=dict)
     element_id: str = html_only("")
     cells: list[View] = html_only(default_factory=list)
 
@@ -271,8 +274,9 @@ def rows_block(
     search_seconds: float,
     tokenizer: Any = None,
     budget: DecodeBudget | None = None,
+    field_bytes: int = 1 << 20,
 ) -> RowsBlock:
-    """One page of rows, by cursor or by search."""
+    """One page of rows, by cursor or by search (values over ``field_bytes`` cut, linking to the whole)."""
     if start is not None and end is not None:
         raise BadQuery(f"give start ({start}) or end ({end}), not both")
     columns = [f.name for f in version.schema]
@@ -285,9 +289,10 @@ def rows_block(
     else:
         found = page_at(version, start=start, end=end, size=page_size, budget=budget)
     entries = []
-    for index, record in zip(found.indices, found.records):
+    for index, whole in zip(found.indices, found.records):
         shard, row = version.locate(index)
-        key = version.key_at(shard, row, record)
+        key = version.key_at(shard, row, whole)
+        record, cuts = cut_record(whole, field_bytes, lambda c, key=key: urls.media(version.name, version, key, c))
         cells = [
             render_cell(
                 record.get(c),
@@ -312,6 +317,7 @@ def rows_block(
                 shard=shard,
                 row=row,
                 record=record,
+                cut=cuts,
                 element_id=urls.sample_id(index),
                 cells=cells,
             )
@@ -340,6 +346,7 @@ def version_page(
     page_size: int = 50,
     search_seconds: float = 2.0,
     budget: DecodeBudget | None = None,
+    field_bytes: int = 1 << 20,
 ) -> VersionPage:
     """Schema, stats and one page of rows of ``version`` (refused with 413 when its rows need more memory than ``budget``)."""
     name = version.name
@@ -375,6 +382,7 @@ def version_page(
             search_seconds=search_seconds,
             tokenizer=tokenizer,
             budget=budget,
+            field_bytes=field_bytes,
         ),
         notes=dict(version.manifest.notes),
         unverified=list(version.manifest.unverified),

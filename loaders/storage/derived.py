@@ -254,7 +254,8 @@ def _group_facts(table: pa.Table, bounds: str | None) -> dict[str, Any]:
 def write_row_groups(path: str, table: pa.Table, what: Derivation, *, row_group_size: int, bounds: str | None = None) -> None:
     """Store ``table`` at ``path`` (zstd Parquet) in row groups of ``row_group_size`` rows, each one's digest (and,
     with ``bounds``, that column's first and last value) sealed in the footer."""
-    groups = [_group_facts(table.slice(start, row_group_size), bounds) for start in range(0, len(table), row_group_size)]
+    starts = range(0, len(table), row_group_size) if len(table) else [0]  # an empty table is written as one empty group
+    groups = [_group_facts(table.slice(start, row_group_size), bounds) for start in starts]
     listed = json.dumps(groups, separators=(",", ":"), sort_keys=True)
     sealed = {
         ROWS: str(len(table)).encode(),
