@@ -76,12 +76,17 @@ class Settings:
         512 << 20,
         "Memory one request may decode into (an image's pixels, a page of rows); beyond it the request is refused with 413.",
     )
-    decode_concurrency: int = _setting(2, "Decodes of large media (over 1/8 of request_memory_bytes) run at once per process; others wait.")
+    decode_concurrency: int = _setting(
+        2,
+        "Slots per process for costly work besides the request slots: decodes over 1/8 of request_memory_bytes, ?against= "
+        "comparisons, searches, diffs; one per client address, each client within its share; others wait, holding no request slot.",
+    )
     request_threads: int = _setting(
         2,
-        "Requests one server process works on at once; the rest wait their turn. Pages are CPU-bound Python: a few at a "
-        "time finish in turn, where many sharing the interpreter each take as long as all of them. Raise it for a catalog "
-        "on remote storage, where requests mostly wait for the network.",
+        "Requests one server process works on at once; the rest wait, and the next slot goes to the client (by address, "
+        "then connection) that used the least lately. Pages are CPU-bound Python: a few at a time finish in turn, where many "
+        "sharing the interpreter each take as long as all of them. Raise it for a catalog on remote storage, where requests "
+        "mostly wait for the network.",
     )
     session_seconds: int = _setting(
         7 * 24 * 3600,

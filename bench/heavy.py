@@ -15,7 +15,6 @@ per request is measured alone on a one-process server (``VmHWM`` growth).
 
 from __future__ import annotations
 
-import http.client
 import itertools
 import statistics
 import threading
@@ -26,7 +25,7 @@ from typing import Any
 
 import httpx
 
-from .load import REQUEST_TIMEOUT, Sample
+from .load import REQUEST_TIMEOUT, Sample, _connect, request_once
 
 HUGE_DATASET = "huge-cells"
 #: Characters of each huge text cell, and how many rows hold one (together more than the default row-group cache).
@@ -136,23 +135,12 @@ class HeavyClient:
         self._thread.join(REQUEST_TIMEOUT * 5)
 
     def _loop(self) -> None:
-        parts = urllib.parse.urlsplit(self.base_url)
-        connection = http.client.HTTPConnection(parts.hostname or "127.0.0.1", parts.port or 80, timeout=REQUEST_TIMEOUT * 5)
+        connection = _connect(self.base_url)
         try:
             for url in itertools.cycle(self.urls):
                 if self._stop.is_set():
                     return
-                start = time.perf_counter()
-                try:
-                    connection.request("GET", url)
-                    response = connection.getresponse()
-                    response.read()
-                except (OSError, http.client.HTTPException) as exc:
-                    self.samples.append(Sample("heavy", time.perf_counter() - start, 0, f"{type(exc).__name__}: {exc}"))
-                    connection.close()
-                    connection = http.client.HTTPConnection(parts.hostname or "127.0.0.1", parts.port or 80, timeout=REQUEST_TIMEOUT * 5)
-                    continue
-                status = response.status
-                self.samples.append(Sample("heavy", time.perf_counter() - start, status, "" if status < 400 else f"{status} {url}"))
+                sample, connection = request_once(connection, self.base_url, "heavy", url)
+                self.samples.append(sample)
         finally:
             connection.close()

@@ -344,21 +344,3 @@ def read_json(path: str, what: Derivation) -> Any:
     if payload is None:
         return None
     return guarded(path, what, lambda: json.loads(payload))
-
-
-def cached(load: Callable[[], T | None], build: Callable[[], T], save: Callable[[T], Any]) -> T:
-    """``load()``'s value, else ``build()``'s, then ``save``d: saving is best effort (a read-only catalog still
-    answers; it just does not remember).
-
-    >>> cached(lambda: None, lambda: 42, lambda value: None)
-    42
-    """
-    found = load()
-    if found is not None:
-        return found
-    value = build()
-    try:
-        save(value)
-    except OSError as exc:
-        log.warning("cannot store derived data (%s); it will be computed again", exc)
-    return value
