@@ -29,6 +29,8 @@ import pyarrow.compute as pc
 
 #: What one number, boolean or null counts for against the limit.
 _SCALAR = 8
+#: The limit of answers that do not take the ``field_bytes`` setting (a field diff's JSON): its default.
+DEFAULT_LIMIT = 1 << 20
 
 
 @dataclass
@@ -56,6 +58,12 @@ def _cut(value: Any, budget: int) -> tuple[Any, int, bool]:
     if isinstance(value, (bytes, bytearray, memoryview)):
         return value, _SCALAR, False  # shown by size, hash and first bytes: never built whole into an answer
     if isinstance(value, (list, tuple)):
+        first = next((v for v in value if v is not None), None) if value else None
+        if first is None or isinstance(first, (bool, int, float)):  # values from Arrow: one type per list, sized by count
+            if len(value) * _SCALAR <= budget:
+                return value, len(value) * _SCALAR, False
+            keep = max(0, budget // _SCALAR)
+            return value[:keep], keep * _SCALAR, True
         kept, used, cut = [], 0, False
         for item in value:
             if used >= budget:
@@ -97,6 +105,18 @@ def _approximate_size(value: Any) -> int:
     if isinstance(value, Mapping):
         return sum(_approximate_size(v) for v in value.values())
     return _SCALAR
+
+
+def cut_json(value: dict[str, Any], limit: int = DEFAULT_LIMIT) -> dict[str, Any]:
+    """A JSON object cut to ``limit`` in document order, with ``cut`` saying so when it was.
+
+    >>> cut_json({"before": "x" * 5, "after": "y" * 5}, 6)
+    {'before': 'xxxxx', 'after': 'y', 'cut': {'total': 10, 'shown': 6, 'unit': 'bytes (about)', 'url': ''}}
+    """
+    shown, cut = cut_value(value, limit)
+    if cut is None:
+        return value
+    return {**shown, "cut": {"total": cut.total, "shown": cut.shown, "unit": cut.unit, "url": cut.url}}
 
 
 def cut_record(record: Mapping[str, Any], limit: int, whole: Callable[[str], str]) -> tuple[dict[str, Any], dict[str, Cut]]:

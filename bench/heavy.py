@@ -27,7 +27,7 @@ import httpx
 
 from .load import REQUEST_TIMEOUT, Sample, _connect, request_once
 
-HUGE_DATASET = "huge-cells"
+HUGE_DATASET = "huge-cells"  # left out of the ordinary clients' URLs (``bench.load.NOT_ORDINARY``)
 #: Characters of each huge text cell, and how many rows hold one (together more than the default row-group cache).
 HUGE_CHARS = 80 << 20
 HUGE_ROWS = 16

@@ -78,6 +78,10 @@ def percentile(values: list[float], q: float) -> float:
 
 
 # -- which URLs ---------------------------------------------------------------------------------------
+#: Datasets the mix never asks for (the heavy client's pages, ``bench.heavy``).
+NOT_ORDINARY = frozenset({"huge-cells"})
+
+
 def candidate_urls(root: str, *, per_kind: int = URLS_PER_KIND, seed: int = 0) -> dict[str, list[str]]:
     """URLs of every route kind over the catalog at ``root`` (thumbnails are found later, on image listing pages)."""
     from app import urls
@@ -87,6 +91,8 @@ def candidate_urls(root: str, *, per_kind: int = URLS_PER_KIND, seed: int = 0) -
     catalog = Catalog(root)
     found: dict[str, list[str]] = {"dataset": [], "version": [], "sample": [], "step": [], "rank": [], "image-pages": []}
     for name in catalog.datasets():
+        if name in NOT_ORDINARY:
+            continue
         found["dataset"].append(urls.dataset(name))
         version = catalog.resolve(name)
         for start in sorted({0, version.rows // 2, max(0, version.rows - 50)}):
@@ -117,6 +123,8 @@ def uniform_urls(root: str, *, page_size: int = 50) -> dict[str, list[str]]:
     catalog = Catalog(root)
     found: dict[str, list[str]] = {"dataset": [], "version": [], "sample": [], "step": [], "rank": [], "thumbnail": [], "frame": []}
     for name in catalog.datasets():
+        if name in NOT_ORDINARY:
+            continue
         found["dataset"].append(urls.dataset(name))
         version = catalog.resolve(name)
         found["version"].extend(urls.version(name, version, start=start or None) for start in range(0, version.rows, page_size))
