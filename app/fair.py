@@ -2,10 +2,11 @@
 by how little each client used lately, and no client's costly work takes more than its share.
 
 A process works on ``request_threads`` requests at once (pages are CPU-bound
-Python: a few at a time finish in turn). When more wait, the next slot goes to
-the waiting request whose client used the least slot time lately (decayed with
-a half-life of ``HALF_LIFE`` seconds): clients are told apart by address, and
-by connection within one address.
+Python: a few at a time finish in turn). When more wait, they are served in
+order of arrival, except that a client which used more than twice the mean slot
+time of the other active clients lately (decayed with a half-life of
+``HALF_LIFE`` seconds) waits behind everyone else: clients are told apart by
+address, and by connection within one address.
 
 Costly work (a decode larger than an eighth of the memory budget: huge images,
 frames, fields; a comparison ``?against=`` another version; a search; a
@@ -14,8 +15,8 @@ can never take the slots cheap pages need: a request known to be costly from
 its URL waits for a costly slot before it starts; one that finds out while it
 runs gives its request slot back while it waits (``costly_section``), so
 waiting never holds a slot. A client holds at most one costly slot, and gets
-one only while its recent use is within its share (the mean of the clients
-active lately) or the server has nothing else to do: a client looping on the
+one only while its recent use is within its share (at most twice the mean of
+the other clients active lately) or the server has nothing else to do: a client looping on the
 most expensive page gets about what every other client gets, and the others
 keep their speed.
 
@@ -93,10 +94,19 @@ class _Usage:
         if len(self._values) > 4096:  # forget clients whose use has faded
             self._values = {k: v for k, v in self._values.items() if self.get(k, now) > 1e-3}
 
-    def mean(self, now: float) -> float:
-        """Mean use of the keys still active (above a hundredth of a second)."""
+    def totals(self, now: float) -> tuple[float, int]:
+        """Sum and number of the keys still active (above a hundredth of a second)."""
         active = [v for v in (self.get(k, now) for k in self._values) if v > 0.01]
-        return sum(active) / len(active) if active else 0.0
+        return sum(active), len(active)
+
+    def over(self, key: str, totals: tuple[float, int], now: float) -> bool:
+        """Whether ``key`` used more than ``FREE_USE`` and more than twice the mean of the other active keys."""
+        use = self.get(key, now)
+        if use <= FREE_USE:
+            return False
+        total, count = totals
+        others = count - (1 if use > 0.01 else 0)
+        return others > 0 and use > 2 * (total - use) / others
 
 
 class FairGate:
@@ -115,15 +125,24 @@ class FairGate:
         self._order = itertools.count()
         self._by_address = _Usage()
         self._by_connection = _Usage()
+        self._address_totals = self._connection_totals = (0.0, 0)
         self._last_release: dict[str, float] = {}
 
     # -- granting ---------------------------------------------------------------------------------------
     def _within_share(self, ticket: Ticket, now: float) -> bool:
-        use = self._by_connection.get(ticket.connection, now)
-        if use <= FREE_USE or use <= self._by_connection.mean(now):
+        if not any(self._over_share(ticket, now)):
             return True
         others = [at for connection, at in self._last_release.items() if connection != ticket.connection]
         return not others or now - max(others) > IDLE  # nobody else is asking: the server would only sit idle
+
+    def _over_share(self, ticket: Ticket, now: float) -> tuple[bool, bool]:
+        """Whether the client's address, and its connection, used more than twice what the other active ones did
+        lately: such clients wait behind everyone else; among the others, first come, first served (so ordinary
+        requests keep an even latency, and only a client taking more than its share is held back)."""
+        return (
+            self._by_address.over(ticket.address, self._address_totals, now),
+            self._by_connection.over(ticket.connection, self._connection_totals, now),
+        )
 
     def _eligible(self, waiter: _Waiter, now: float) -> bool:
         if waiter.pool == "plain":
@@ -140,15 +159,15 @@ class FairGate:
         self._costly_by_address[ticket.address] = self._costly_by_address.get(ticket.address, 0) + 1
 
     def _grant(self, now: float) -> None:
-        """Give free slots to the eligible waiters whose clients used the least lately (call holding the lock)."""
+        """Give free slots to eligible waiters: first those whose clients are within their share, in order of arrival
+        (call holding the lock)."""
+        if self._waiting:
+            self._address_totals, self._connection_totals = self._by_address.totals(now), self._by_connection.totals(now)
         while self._waiting:
             eligible = [w for w in self._waiting if self._eligible(w, now)]
             if not eligible:
                 return
-            best = min(
-                eligible,
-                key=lambda w: (self._by_address.get(w.ticket.address, now), self._by_connection.get(w.ticket.connection, now), w.order),
-            )
+            best = min(eligible, key=lambda w: (*self._over_share(w.ticket, now), w.order))
             self._waiting.remove(best)
             self._take(best.ticket, best.pool, now)
             best.granted = True
@@ -160,6 +179,8 @@ class FairGate:
     def _enqueue(self, waiter: _Waiter) -> bool:
         """Take a slot now if one is free and nobody waits ahead for that pool; else queue ``waiter`` (holding the lock)."""
         now = time.monotonic()
+        if waiter.pool == "costly":  # its share is judged against what the others used up to now
+            self._address_totals, self._connection_totals = self._by_address.totals(now), self._by_connection.totals(now)
         if not any(w.pool == waiter.pool for w in self._waiting) and self._eligible(waiter, now):
             self._take(waiter.ticket, waiter.pool, now)
             return True

@@ -83,8 +83,8 @@ class Settings:
     )
     request_threads: int = _setting(
         2,
-        "Requests one server process works on at once; the rest wait, and the next slot goes to the client (by address, "
-        "then connection) that used the least lately. Pages are CPU-bound Python: a few at a time finish in turn, where many "
+        "Requests one server process works on at once; the rest wait in order of arrival, behind them any client (by "
+        "address, then connection) that used over twice its share lately. Pages are CPU-bound Python: a few at a time finish in turn, where many "
         "sharing the interpreter each take as long as all of them. Raise it for a catalog on remote storage, where requests "
         "mostly wait for the network.",
     )

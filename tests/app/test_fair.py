@@ -16,11 +16,14 @@ def _run(coroutine):  # noqa: ANN001, ANN202
     return asyncio.run(coroutine)
 
 
-def test_the_next_slot_goes_to_the_client_that_used_the_least() -> None:
+def test_a_client_over_its_share_waits_behind_the_others() -> None:
     async def scenario() -> list[str]:
         gate = FairGate(slots=1, costly=1)
+        light = await gate.admit(("10.0.0.2", 7))
+        await asyncio.sleep(0.05)
+        gate.release(light)  # light has used a little
         heavy = await gate.admit(("10.0.0.1", 1))
-        await asyncio.sleep(0.05)  # heavy has used its slot a while
+        await asyncio.sleep(0.6)  # heavy has used its slot a while: over twice what the others did
         gate.release(heavy)
         first = await gate.admit(("10.0.0.1", 1))  # heavy again, holding the only slot
         order: list[str] = []
@@ -40,11 +43,40 @@ def test_the_next_slot_goes_to_the_client_that_used_the_least() -> None:
     assert _run(scenario()) == ["light", "heavy"]  # the heavy client asked first, and still goes last
 
 
+def test_clients_within_their_share_are_served_in_order_of_arrival() -> None:
+    async def scenario() -> list[str]:
+        gate = FairGate(slots=1, costly=1)
+        for port in (1, 2):  # both used a little, about the same
+            ticket = await gate.admit(("10.0.0.1", port))
+            await asyncio.sleep(0.02 * port)
+            gate.release(ticket)
+        holder = await gate.admit(("10.0.0.9", 9))
+        order: list[str] = []
+
+        async def wait(port: int) -> None:
+            got = await gate.admit(("10.0.0.1", port))
+            order.append(str(port))
+            gate.release(got)
+
+        first = asyncio.create_task(wait(2))
+        await asyncio.sleep(0.01)
+        second = asyncio.create_task(wait(1))
+        await asyncio.sleep(0.01)
+        gate.release(holder)
+        await asyncio.gather(first, second)
+        return order
+
+    assert _run(scenario()) == ["2", "1"]  # the one that used a little more, but asked first, goes first
+
+
 def test_within_one_address_connections_are_told_apart() -> None:
     async def scenario() -> list[str]:
         gate = FairGate(slots=1, costly=1)
-        ticket = await gate.admit(("127.0.0.1", 1))
+        other = await gate.admit(("127.0.0.1", 2))
         await asyncio.sleep(0.05)
+        gate.release(other)
+        ticket = await gate.admit(("127.0.0.1", 1))
+        await asyncio.sleep(0.6)
         gate.release(ticket)
         holder = await gate.admit(("127.0.0.1", 1))
         order: list[str] = []
