@@ -11,6 +11,7 @@ in-process LRU; numeric columns are zero-copy views of the file's buffers.
 from __future__ import annotations
 
 import json
+import logging
 from typing import Any, Sequence
 
 import numpy as np
@@ -25,6 +26,7 @@ from .facts import BAD_ADVANTAGE, BAD_REWARD, LOGPROBS_LENGTH, NO_COMPLETION_IDS
 from .query import GROUP_ARRAYS, ROW_ARRAYS, SCHEMA, RolloutIndex
 from .store import MEMO, derivation, index_path, lock
 
+log = logging.getLogger(__name__)
 _SUBFIELDS = ("group_id", "prompt", "reward", "advantage", "completion_ids", "logprobs", "ref_logprobs", "finish_reason")
 
 
@@ -121,7 +123,15 @@ def _view(column: pa.ChunkedArray) -> np.ndarray:
 
 
 def save_index(root: str, version: DatasetVersion, column: str, index: RolloutIndex) -> None:
-    """Store ``index`` as the two stamped files of ``column`` of ``version`` (groups first, then rows), each atomically."""
+    """Store ``index`` as the two sealed files of ``column`` of ``version`` (groups first, then rows), each atomically;
+    a catalog that cannot be written (read-only) keeps only the loaded index (it is built again by the next process)."""
+    try:
+        _save_index(root, version, column, index)
+    except OSError as exc:
+        log.warning("cannot keep the rollout index of %s column %r (%s); it is kept in memory only", version.ref, column, exc)
+
+
+def _save_index(root: str, version: DatasetVersion, column: str, index: RolloutIndex) -> None:
     rows_path, groups_path = _paths(root, version, column)
     arrays = {name: getattr(index, name) for name in GROUP_ARRAYS}
     arrays["zero_variance"] = arrays["zero_variance"].astype(np.uint8)

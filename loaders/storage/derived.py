@@ -41,6 +41,7 @@ import hashlib
 import io
 import json
 import logging
+import threading
 from typing import Any, Callable, TypeVar
 
 import numpy as np
@@ -226,6 +227,7 @@ class RowGroupTable:
 
     def __init__(self, path: str, parquet: pq.ParquetFile, groups: list[dict[str, Any]], what: Derivation) -> None:
         self.path, self.parquet, self.groups, self.what = path, parquet, groups, what
+        self._lock = threading.Lock()  # one open file, read by the threads of every request
 
     @property
     def num_row_groups(self) -> int:
@@ -234,7 +236,8 @@ class RowGroupTable:
     def read_row_group(self, group: int) -> pa.Table:
         """Row group ``group``, decoded and checked; ``Damaged`` when it cannot be decoded or is not what was sealed."""
         try:
-            table = self.parquet.read_row_group(group)
+            with self._lock:
+                table = self.parquet.read_row_group(group)
             digest = table_digest(table)
         except DECODE_ERRORS as exc:
             raise Damaged(f"{self.path}: row group {group} of the {self.what.kind} cannot be read ({type(exc).__name__}: {exc})") from exc
