@@ -1,5 +1,5 @@
-"""Fair sharing of a server process: cheap requests and costly work run in separate, bounded pools of slots, given out
-by how little each client used lately, and no client's costly work takes more than its share.
+"""Fair sharing of a server process: cheap requests and costly work run in separate, bounded pools of slots, a client
+that used more than its share lately waits behind the others, and no client's costly work takes more than its share.
 
 A process works on ``request_threads`` requests at once (pages are CPU-bound
 Python: a few at a time finish in turn). When more wait, they are served in
@@ -16,9 +16,9 @@ its URL waits for a costly slot before it starts; one that finds out while it
 runs gives its request slot back while it waits (``costly_section``), so
 waiting never holds a slot. A client holds at most one costly slot, and gets
 one only while its recent use is within its share (at most twice the mean of
-the other clients active lately) or the server has nothing else to do: a client looping on the
-most expensive page gets about what every other client gets, and the others
-keep their speed.
+the other clients active lately) or the server has nothing else to do: a
+client looping on the most expensive page gets about what every other client
+gets, and the others keep their speed.
 
 >>> import asyncio
 >>> gate = FairGate(slots=1, costly=1)
@@ -39,7 +39,7 @@ import math
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any, Iterator
+from typing import Iterator
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -331,8 +331,3 @@ class FairMiddleware:
         finally:
             self.gate.release(ticket, close=True)
             CURRENT.reset(token)
-
-
-def gate_of(app: Any) -> FairGate:
-    """The gate of an app built by ``create_app``."""
-    return app.state.gate  # type: ignore[no-any-return]
