@@ -6,8 +6,9 @@ the copies a conversion or rotation makes). A decode that would need more
 than the ``request_memory_bytes`` setting is refused with 413 and a message
 saying how much it needed; a decode above an eighth of it counts as large,
 and at most ``decode_concurrency`` large decodes run at once in a process
-(the others wait), so a page of huge images costs a bounded amount of
-memory however many requests ask at the same time.
+(the others wait; in the server, for a costly slot of its ``app.fair``
+gate, holding no request slot meanwhile), so a page of huge images costs a
+bounded amount of memory however many requests ask at the same time.
 
 >>> budget = DecodeBudget(limit=100 << 20, concurrency=2)
 >>> budget.check(50 << 20, "a test image")
@@ -30,6 +31,7 @@ from fastapi import Request
 
 from loaders.errors import BatchscopeError
 
+from .fair import CURRENT, costly_work
 from .templating import human_bytes
 
 #: Display modes (what ``to_display_mode`` makes) that need no converted copy.
@@ -119,7 +121,9 @@ class DecodeBudget:
         if needed <= self.large:
             yield
             return
-        with self._slots:
+        # Through the server's gate, a costly slot (given up front, or taken now without holding a request slot while
+        # waiting); elsewhere (tests, scripts) this budget's own semaphore.
+        with costly_work() if CURRENT.get() is not None else self._slots:
             try:
                 yield
             finally:

@@ -24,7 +24,9 @@ from loaders.storage.cache import ByteLRU
 from . import errors, urls
 from .csrf import CsrfMiddleware, form_token
 from .decode_budget import DecodeBudget
+from .fair import FairGate, FairMiddleware
 from .flags import FlagStore
+from .head import HeadMiddleware
 from .hosts import HostMiddleware
 from .registries import unique
 from .routers import auth, datasets, diff, docs, flags, home, input_media, live, media, rl, runs
@@ -32,6 +34,9 @@ from .run_cache import RunCache
 from .security import SecurityMiddleware
 from .settings import Settings
 from .templating import STATIC_DIR, Templates
+
+#: Worker threads per request slot (threads waiting for a costly slot hold one, but no request slot).
+THREADS_PER_SLOT = 4
 
 
 def _size_of(value: Any) -> int:
@@ -81,9 +86,9 @@ def warm(app: FastAPI) -> None:
 
 @asynccontextmanager
 async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
-    # Sync routes run in anyio's worker threads. Many CPU-bound requests sharing one interpreter each take as long as
-    # all of them together; a few at a time finish in turn, so a long page no longer drags every other one to its length.
-    anyio.to_thread.current_default_thread_limiter().total_tokens = app.state.settings.request_threads
+    # Sync routes run in anyio's worker threads; how many requests run at once is the gate's business (``app.fair``: a
+    # few at a time, fairly across clients), so threads only need to outnumber the requests admitted or waiting in one.
+    anyio.to_thread.current_default_thread_limiter().total_tokens = THREADS_PER_SLOT * app.state.settings.request_threads + 16
     try:
         await anyio.to_thread.run_sync(warm, app)
     except Exception as exc:  # noqa: BLE001 - warming only saves time; the requests report what is broken
@@ -111,11 +116,14 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.media_cache = ByteLRU(budget=settings.media_cache_bytes, size_of=_size_of)
     app.state.decode_budget = DecodeBudget(limit=settings.request_memory_bytes, concurrency=settings.decode_concurrency)
     app.state.runs = RunCache(budget=app.state.decode_budget)
+    app.state.gate = FairGate(slots=settings.request_threads, costly=settings.decode_concurrency)
     row_group_cache().budget = settings.row_group_cache_bytes  # the cache is process-wide; the setting sizes it
     errors.install(app)
-    app.add_middleware(CsrfMiddleware, token=app.state.form_token)  # innermost: runs after the Host and token checks
+    app.add_middleware(FairMiddleware, gate=app.state.gate)  # innermost: only requests that passed every check wait for a slot
+    app.add_middleware(CsrfMiddleware, token=app.state.form_token)  # runs after the Host and token checks
     app.add_middleware(HostMiddleware, names=settings.host_names())
-    app.add_middleware(SecurityMiddleware, token=settings.token)  # outermost: its headers go on every answer
+    app.add_middleware(SecurityMiddleware, token=settings.token)  # its headers go on every answer
+    app.add_middleware(HeadMiddleware)  # outermost: HEAD is a GET without a body through everything else
     app.mount("/static", StaticFiles(directory=str(STATIC_DIR)), name="static")
     for router in routers():
         app.include_router(router)

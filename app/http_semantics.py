@@ -48,7 +48,7 @@ def etag(*parts: Any) -> str:
     return '"m-' + hashlib.sha256(text.encode()).hexdigest()[:40] + '"'
 
 
-def content_tag(data: bytes) -> str:
+def content_tag(data: bytes | memoryview) -> str:
     """A strong ETag naming ``data`` by its content.
 
     >>> content_tag(b"abc")
@@ -136,8 +136,8 @@ def content_type(head: bytes) -> str:
 
 
 def _download(headers: dict[str, str], media: str, filename: str | None) -> None:
-    """Bytes of no type a browser may show are sent as a download named ``filename``."""
-    if media == "application/octet-stream" and filename is not None:
+    """Bytes of no type a browser may show, and a field's whole text or JSON, are sent as a download named ``filename``."""
+    if (media == "application/octet-stream" or media.startswith(("text/plain", "application/json"))) and filename is not None:
         headers["Content-Disposition"] = f'attachment; filename="{filename}"'
 
 
@@ -201,8 +201,12 @@ def byte_range(header: str | None, size: int) -> tuple[int, int] | None | Litera
     return start, min(end, size - 1)
 
 
-def ranged(request: Request, *, size: int, read: Callable[[int, int], bytes], tag: str, filename: str) -> Response:
+def ranged(
+    request: Request, *, size: int, read: Callable[[int, int], bytes], tag: str, filename: str, media: str | None = None
+) -> Response:
     """``size`` stored bytes read by ``read(offset, length)``, honouring ``Range`` (206, or 416 past the end) and ``If-None-Match`` (304).
+
+    ``media`` is their type when the caller knows it (a text, JSON); else it is read from the first bytes.
 
     A ``Range`` applies when ``If-Range`` is absent or names ``tag`` exactly (a strong comparison); else the whole is sent.
     """
@@ -211,7 +215,7 @@ def ranged(request: Request, *, size: int, read: Callable[[int, int], bytes], ta
         cached.headers["Accept-Ranges"] = "bytes"
         return cached
     headers = {"ETag": tag, "Cache-Control": IMMUTABLE, "Accept-Ranges": "bytes"}
-    media = content_type(read(0, min(size, 64)))
+    media = media or content_type(read(0, min(size, 64)))
     _download(headers, media, filename)
     if_range = request.headers.get("if-range")
     wanted = byte_range(request.headers.get("range"), size) if not if_range or if_range == tag else None

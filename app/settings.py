@@ -45,6 +45,11 @@ class Settings:
     page_size: int = _setting(50, "Rows per page of a dataset listing and of search results.")
     search_seconds: float = _setting(2.0, "Time budget of one search page; a page that runs out links to where the scan stopped.")
     text_collapse_chars: int = _setting(2000, "Text longer than this many characters is collapsed, with a link to expand it.")
+    field_bytes: int = _setting(
+        1 << 20,
+        "Field values larger than this (characters of a text, items of a list) are cut in pages and JSON twins, with a "
+        "link to the whole value (served with Range), so no answer holds a huge value whole.",
+    )
     token_fragment_threshold: int = _setting(
         1024, "Token sequences longer than this load as a fragment when scrolled into view instead of with the page."
     )
@@ -71,12 +76,22 @@ class Settings:
         512 << 20,
         "Memory one request may decode into (an image's pixels, a page of rows); beyond it the request is refused with 413.",
     )
-    decode_concurrency: int = _setting(2, "Decodes of large media (over 1/8 of request_memory_bytes) run at once per process; others wait.")
+    decode_concurrency: int = _setting(
+        2,
+        "Slots per process for costly work besides the request slots: decodes over 1/8 of request_memory_bytes, ?against= "
+        "comparisons, searches, diffs; one per client address, each client within its share; others wait, holding no request slot.",
+    )
     request_threads: int = _setting(
         2,
-        "Requests one server process works on at once; the rest wait their turn. Pages are CPU-bound Python: a few at a "
-        "time finish in turn, where many sharing the interpreter each take as long as all of them. Raise it for a catalog "
-        "on remote storage, where requests mostly wait for the network.",
+        "Requests one server process works on at once; the rest wait in order of arrival, behind them any client (by "
+        "address, then connection) that used over twice its share lately. Pages are CPU-bound Python: a few at a time finish in turn, where many "
+        "sharing the interpreter each take as long as all of them. Raise it for a catalog on remote storage, where requests "
+        "mostly wait for the network.",
+    )
+    session_seconds: int = _setting(
+        7 * 24 * 3600,
+        "Seconds a login lasts: the login page's cookie holds an expiring value derived from the token (never the token), "
+        "so it ends then, and changing the token ends every session at once.",
     )
     form_secret: str = _setting(
         "", "Secret behind the anti-forgery token of forms; empty means a random one each time the server starts (shared by its workers)."
@@ -93,10 +108,12 @@ class Settings:
             "request_threads": 1 <= self.request_threads <= 256,
             "search_seconds": self.search_seconds >= 0,
             "text_collapse_chars": self.text_collapse_chars >= 1,
+            "field_bytes": self.field_bytes >= 1024,
             "token_fragment_threshold": self.token_fragment_threshold >= 1,
             "row_group_cache_bytes": self.row_group_cache_bytes >= 0,
             "media_cache_bytes": self.media_cache_bytes >= 0,
             "diff_similarity": 0.0 <= self.diff_similarity <= 1.0,
+            "session_seconds": 60 <= self.session_seconds <= 366 * 24 * 3600,
         }
         for name, ok in checks.items():
             if not ok:
@@ -149,6 +166,7 @@ _RANGES = {
     "page_size": "1-10000",
     "search_seconds": ">= 0",
     "text_collapse_chars": ">= 1",
+    "field_bytes": ">= 1024",
     "token_fragment_threshold": ">= 1",
     "row_group_cache_bytes": ">= 0",
     "media_cache_bytes": ">= 0",
@@ -158,6 +176,7 @@ _RANGES = {
     "request_memory_bytes": ">= 1048576",
     "decode_concurrency": "1-64",
     "request_threads": "1-256",
+    "session_seconds": "60-31622400 (a minute to a year)",
 }
 
 

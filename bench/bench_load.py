@@ -16,6 +16,14 @@ tell a server that leaves cores idle from a machine with none left. Goals: no
 errors, p99 <= 1 s with 32 clients, and 32 clients served at least twice as
 many requests per second as 1 client, for both URL sets.
 
+A third case puts one *heavy* client beside the ordinary ones: it loops over
+the most expensive page of the workspace (``bench.heavy``: measured among huge
+text cells and ``?against=`` comparisons), while the ordinary clients draw
+from the uniform set; slices with and without it alternate. Goals: the
+ordinary clients keep p99 <= 1 s and at least 0.8 times their throughput
+without the heavy client, and one heavy request alone grows a one-process
+server by no more than ``request_memory_bytes``.
+
 The mix can be changed without code: ``BENCH_LOAD_MIX="rank=1,thumbnail=1"``
 (kinds: rank, step, thumbnail, frame, dataset, version, sample).
 """
@@ -29,6 +37,7 @@ from typing import Any
 import httpx
 
 from . import harness
+from .heavy import HeavyClient, candidates, cycle_urls, ensure_huge_dataset, peak_growth, time_cold
 from .load import DEFAULT_MIX, Phase, Served, plan_routes, run_load, serving, summarize, timed_load
 
 NAME = "load"
@@ -39,6 +48,8 @@ QUICK_SECONDS = 10.0
 FULL_ROUNDS, QUICK_ROUNDS = 6, 2
 P99_GOAL_MS = 1000.0
 THROUGHPUT_GOAL = 2.0
+#: The ordinary clients' throughput beside the heavy client, at least this share of theirs without it.
+HEAVY_THROUGHPUT_GOAL = 0.8
 
 
 def parse_mix(text: str) -> dict[str, float]:
@@ -85,6 +96,52 @@ def _case(
         "one_client": summarize(one.samples, one.seconds) | {"cpu": one.cpu(), "per_second_by_slice": _rates(slices[1])},
         "loaded": summarize(loaded.samples, loaded.seconds) | {"cpu": loaded.cpu(), "per_second_by_slice": _rates(slices[clients])},
     }
+
+
+def _heavy_case(served: Served, client: httpx.Client, root: Path, *, clients: int, seconds: float, rounds: int) -> dict[str, Any]:
+    """The uniform set for ``clients`` ordinary clients, in slices alone and beside one heavy client looping over the
+    slowest candidate page (each candidate timed cold first)."""
+    pages = candidates(str(root))
+    cold = {name: round(time_cold(served.base_url, urls) * 1e3, 1) for name, urls in pages.items()}
+    heaviest = max(cold, key=lambda name: cold[name])
+    plan = plan_routes(client, str(root), mix=DEFAULT_MIX, uniform=True)
+    run_load(served.base_url, plan.kinds, clients=clients, seconds=seconds / 2, seed=0)
+    alone: list[Phase] = []
+    beside: list[Phase] = []
+    heavy_samples = []
+    for round_ in range(rounds):
+        for with_heavy in (False, True) if round_ % 2 == 0 else (True, False):
+            seed = 7000 + 10 * round_ + with_heavy
+            if not with_heavy:
+                alone.append(
+                    timed_load(served.base_url, plan.kinds, clients=clients, seconds=seconds / rounds, seed=seed, server_pid=served.pid)
+                )
+                continue
+            with HeavyClient(served.base_url, cycle_urls(pages[heaviest], 10_000)) as heavy:
+                beside.append(
+                    timed_load(served.base_url, plan.kinds, clients=clients, seconds=seconds / rounds, seed=seed, server_pid=served.pid)
+                )
+            heavy_samples.extend(heavy.samples)
+    one, loaded = Phase.combined(alone), Phase.combined(beside)
+    return {
+        "case": "heavy",
+        "cold_ms_by_candidate": cold,
+        "heavy_page": heaviest,
+        "ordinary_alone": summarize(one.samples, one.seconds) | {"cpu": one.cpu()},
+        "ordinary_beside_heavy": summarize(loaded.samples, loaded.seconds) | {"cpu": loaded.cpu()},
+        "heavy_client": summarize(heavy_samples, loaded.seconds)["overall"],
+        "urls": pages[heaviest][:3],
+    }
+
+
+def _peak_per_request(root: Path, logs: Path, urls: list[str]) -> dict[str, Any]:
+    """The heavy page once, alone, on a fresh one-process server (warmed with the home page): its peak memory growth."""
+    from app import urls as app_urls
+    from app.settings import Settings
+
+    with serving(root, logs, workers=1) as served:
+        found = peak_growth(served.base_url, served.pid, urls[-1], app_urls.api(app_urls.home()))
+    return found | {"budget": Settings().request_memory_bytes}
 
 
 def _rates(phases: list[Phase]) -> list[float]:
@@ -148,7 +205,13 @@ def run(workdir: Path, *, quick: bool, mix: dict[str, float] | None = None, clie
                 for u in (False, True)
             ]
     hot, uniform = cases
+    ensure_huge_dataset(str(root))
+    with serving(root, Path(workdir) / "load-logs", workers=workers, threads=threads) as served:
+        with httpx.Client(base_url=served.base_url, timeout=120) as client:
+            heavy = _heavy_case(served, client, root, clients=clients, seconds=seconds, rounds=QUICK_ROUNDS if quick else FULL_ROUNDS)
+    peak = _peak_per_request(root, Path(workdir) / "load-peak-logs", heavy["urls"])
     errors = sum(c[k]["overall"]["errors"] for c in cases for k in ("one_client", "loaded"))
+    errors += sum(heavy[k]["overall"]["errors"] for k in ("ordinary_alone", "ordinary_beside_heavy"))
     ratios: dict[str, Any] = {}
     for case in cases:
         ratios.update(_ratios(case, clients))
@@ -156,7 +219,30 @@ def run(workdir: Path, *, quick: bool, mix: dict[str, float] | None = None, clie
     ratios[f"uniform_over_hot_throughput_{clients}"] = harness.ratio(
         uniform["loaded"]["overall"]["per_second"], hot["loaded"]["overall"]["per_second"]
     )
-    goals = {"errors": harness.goal(f"0 errors (1 and {clients} clients, both URL sets)", errors, errors == 0)}
+    ratios["uniform_throughput_ratio_over_ceiling"] = harness.ratio(
+        ratios.get(f"uniform_throughput_{clients}_over_1"), ratios.get(f"uniform_throughput_ceiling_{clients}_over_1")
+    )
+    alone, beside = heavy["ordinary_alone"]["overall"], heavy["ordinary_beside_heavy"]["overall"]
+    ratios["heavy_ordinary_throughput_beside_over_alone"] = harness.ratio(beside["per_second"], alone["per_second"])
+    ratios["heavy_ordinary_p99_beside_over_alone"] = harness.ratio(beside["p99_ms"], alone["p99_ms"])
+    ratios["heavy_peak_growth_over_budget"] = harness.ratio(peak["peak_growth"], peak["budget"])
+    goals = {"errors": harness.goal(f"0 errors (1 and {clients} clients, every URL set)", errors, errors == 0)}
+    goals["heavy_ordinary_p99_ms"] = harness.goal(
+        f"<= {P99_GOAL_MS:g} ms p99 for {clients} ordinary clients beside one heavy client",
+        beside["p99_ms"],
+        beside["p99_ms"] is not None and beside["p99_ms"] <= P99_GOAL_MS,
+    )
+    kept = ratios["heavy_ordinary_throughput_beside_over_alone"]
+    goals["heavy_ordinary_throughput_ratio"] = harness.goal(
+        f">= {HEAVY_THROUGHPUT_GOAL:g}x the ordinary clients' throughput without the heavy client",
+        kept,
+        kept is not None and kept >= HEAVY_THROUGHPUT_GOAL,
+    )
+    goals["heavy_peak_growth_within_budget"] = harness.goal(
+        "peak memory growth of one heavy request <= request_memory_bytes",
+        peak["peak_growth"],
+        peak["status"] == 200 and peak["peak_growth"] <= peak["budget"],
+    )
     for case in cases:
         p99 = case["loaded"]["overall"]["p99_ms"]
         gain = ratios[f"{case['case']}_throughput_{clients}_over_1"]
@@ -188,7 +274,8 @@ def run(workdir: Path, *, quick: bool, mix: dict[str, float] | None = None, clie
                 **c["loaded"],
             }
             for c in cases
-        ],
+        ]
+        + [{**heavy, "clients": clients, "seconds": seconds, "peak_per_request": peak}],
         ratios=ratios,
         goals=goals,
         notes=[
@@ -204,6 +291,9 @@ def run(workdir: Path, *, quick: bool, mix: dict[str, float] | None = None, clie
             f"process warm), then 1 client and {clients} clients for {seconds:g} s each, alternating in "
             f"{QUICK_ROUNDS if quick else FULL_ROUNDS} slices (1, {clients}, {clients}, 1, ...) so drift weighs on both; "
             "per_second_by_slice shows the spread; latencies are per request, client side",
+            f"heavy: the uniform set for {clients} ordinary clients, alone and beside one client looping over the slowest "
+            "of the candidate pages (cold_ms_by_candidate: each timed cold on the idle server), in alternating slices; "
+            "peak_per_request: that page once, alone, on a fresh one-process server (VmHWM growth, bytes)",
             "cpu: cores the server's process tree kept busy (from /proc) and server and client CPU ms per request; "
             f"throughput_ceiling_{clients}_over_1 is the gain if every core were busy at the loaded CPU cost per request "
             "(the most the clients could get on this machine)",

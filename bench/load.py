@@ -78,6 +78,10 @@ def percentile(values: list[float], q: float) -> float:
 
 
 # -- which URLs ---------------------------------------------------------------------------------------
+#: Datasets the mix never asks for (the heavy client's pages, ``bench.heavy``).
+NOT_ORDINARY = frozenset({"huge-cells"})
+
+
 def candidate_urls(root: str, *, per_kind: int = URLS_PER_KIND, seed: int = 0) -> dict[str, list[str]]:
     """URLs of every route kind over the catalog at ``root`` (thumbnails are found later, on image listing pages)."""
     from app import urls
@@ -87,6 +91,8 @@ def candidate_urls(root: str, *, per_kind: int = URLS_PER_KIND, seed: int = 0) -
     catalog = Catalog(root)
     found: dict[str, list[str]] = {"dataset": [], "version": [], "sample": [], "step": [], "rank": [], "image-pages": []}
     for name in catalog.datasets():
+        if name in NOT_ORDINARY:
+            continue
         found["dataset"].append(urls.dataset(name))
         version = catalog.resolve(name)
         for start in sorted({0, version.rows // 2, max(0, version.rows - 50)}):
@@ -117,6 +123,8 @@ def uniform_urls(root: str, *, page_size: int = 50) -> dict[str, list[str]]:
     catalog = Catalog(root)
     found: dict[str, list[str]] = {"dataset": [], "version": [], "sample": [], "step": [], "rank": [], "thumbnail": [], "frame": []}
     for name in catalog.datasets():
+        if name in NOT_ORDINARY:
+            continue
         found["dataset"].append(urls.dataset(name))
         version = catalog.resolve(name)
         found["version"].extend(urls.version(name, version, start=start or None) for start in range(0, version.rows, page_size))
@@ -194,6 +202,20 @@ def _connect(base_url: str) -> http.client.HTTPConnection:
     return http.client.HTTPConnection(parts.hostname or "127.0.0.1", parts.port or 80, timeout=REQUEST_TIMEOUT)
 
 
+def request_once(connection: http.client.HTTPConnection, base_url: str, kind: str, url: str) -> tuple[Sample, http.client.HTTPConnection]:
+    """GET ``url`` on ``connection``: the request's sample, and the connection to use next (a new one after a failure)."""
+    start = time.perf_counter()
+    try:
+        connection.request("GET", url)
+        response = connection.getresponse()
+        response.read()
+    except (OSError, http.client.HTTPException) as exc:
+        connection.close()
+        return Sample(kind, time.perf_counter() - start, 0, f"{type(exc).__name__} {url}: {exc}"), _connect(base_url)
+    status = response.status
+    return Sample(kind, time.perf_counter() - start, status, "" if status < 400 else f"{status} {url}"), connection
+
+
 def _client_loop(base_url: str, kinds: list[RouteKind], deadline: float, seed: int, out: list[Sample]) -> None:
     """One client: a keep-alive connection (stdlib ``http.client``, a fraction of httpx's CPU per request, so the
     load generator takes little of the cores it shares with the server) asking for the mix until ``deadline``."""
@@ -203,19 +225,8 @@ def _client_loop(base_url: str, kinds: list[RouteKind], deadline: float, seed: i
     try:
         while time.monotonic() < deadline:
             kind = rng.choices(kinds, weights)[0]
-            url = rng.choice(kind.urls)
-            start = time.perf_counter()
-            try:
-                connection.request("GET", url)
-                response = connection.getresponse()
-                response.read()
-            except (OSError, http.client.HTTPException) as exc:
-                out.append(Sample(kind.name, time.perf_counter() - start, 0, f"{type(exc).__name__} {url}: {exc}"))
-                connection.close()
-                connection = _connect(base_url)
-                continue
-            status = response.status
-            out.append(Sample(kind.name, time.perf_counter() - start, status, "" if status < 400 else f"{status} {url}"))
+            sample, connection = request_once(connection, base_url, kind.name, rng.choice(kind.urls))
+            out.append(sample)
     finally:
         connection.close()
 

@@ -35,6 +35,10 @@ class VersionNotFound(NotFound):
     """No version of the dataset matches the tag or id prefix."""
 
 
+class DanglingTag(VersionNotFound):
+    """A tag in ``refs.json`` points at a version id the dataset does not have (a missing or another dataset's id)."""
+
+
 class SampleNotFound(NotFound):
     """No row of the version has that key."""
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -15,6 +17,10 @@ if TYPE_CHECKING:
     from tests.support.pairs import DiffCatalog
 
 pytest_plugins = ["tests.support.s3server", "tests.support.nginx"]
+
+# The seal key of derived files lives outside the catalog (``loaders.storage.seal``): tests keep theirs (and every
+# server and command they start) in a temporary directory, never in the home directory.
+os.environ.setdefault("BATCHSCOPE_DERIVED_KEY_FILE", os.path.join(tempfile.mkdtemp(prefix="batchscope-key-"), "derived.key"))
 
 ROW_GROUP = 3
 CHAT_TOKENIZER = "chat-words"

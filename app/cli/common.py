@@ -12,6 +12,7 @@ from rich.console import Console
 
 from loaders import BatchscopeError, Catalog, CatalogCorrupt
 from loaders.catalog.store import DEFAULT_ROOT
+from loaders.errors import DanglingTag
 
 console = Console()
 err_console = Console(stderr=True)
@@ -61,7 +62,7 @@ def open_catalog(root: str | None) -> Catalog:
     return Catalog(cli_root(root))
 
 
-#: Exit code when the catalog itself cannot be read (a corrupt manifest, refs.json...): nothing could be checked.
+#: Exit code when the catalog itself cannot be read (a corrupt manifest, a tag pointing nowhere...): nothing could be checked.
 CANNOT_CHECK = 2
 
 
@@ -74,11 +75,12 @@ def print_error(message: str) -> None:
 def friendly_errors(exit_code: int = 1) -> Iterator[None]:
     """Print a read-path error (or a failed write, such as a full disk) as one clear line and exit non-zero.
 
-    A corrupt catalog file exits ``CANNOT_CHECK`` (2) whatever ``exit_code`` is.
+    A corrupt catalog file, or a tag pointing at a version the dataset does not have, exits ``CANNOT_CHECK`` (2) whatever
+    ``exit_code`` is.
     """
     try:
         yield
-    except CatalogCorrupt as exc:
+    except (CatalogCorrupt, DanglingTag) as exc:
         print_error(exc.message)
         sys.exit(CANNOT_CHECK)
     except BatchscopeError as exc:

@@ -8,6 +8,7 @@ import typer
 from rich.table import Table
 
 from loaders import BatchscopeError
+from loaders.catalog.lineage import checked_parent
 
 from .common import RootOption, console, friendly_errors, open_catalog
 
@@ -87,14 +88,17 @@ def versions(name: Annotated[str, typer.Argument(help="Dataset name.")], root: R
         tags_by_id: dict[str, list[str]] = {}
         for tag_name, version_id in catalog.tags(name).items():
             tags_by_id.setdefault(version_id, []).append(tag_name)
-        table = Table("created", "rows", "shards", "parent", "tags")
+        table = Table("created (unverified)", "rows", "shards", "parent (unverified)", "tags")
         table.add_column("version", no_wrap=True)
-        for version in catalog.versions(name):
+        listed = catalog.versions(name)
+        parents = {version.id: version.manifest.parent for version in listed}
+        for version in listed:
+            parent, refused = checked_parent(version.id, parents)
             table.add_row(
                 version.manifest.created[:19].replace("T", " "),
                 f"{version.rows:,}",
                 str(len(version.shards)),
-                (version.manifest.parent or "")[:12],
+                (parent or "")[:12] if refused is None else "refused (cycle or unknown)",
                 ", ".join(sorted(tags_by_id.get(version.id, []))),
                 version.id,
             )

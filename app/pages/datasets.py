@@ -6,10 +6,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from loaders import Catalog, DatasetVersion
+from loaders.catalog.lineage import checked_parent
 from loaders.catalog.store import check_name
 from loaders.errors import TokenizerNotFound
 
 from .. import urls
+from ..cut import Cut, cut_record
 from ..decode_budget import DecodeBudget
 from ..errors import BadQuery
 from ..jsonable import html_only
@@ -32,6 +34,10 @@ class VersionSummary:
     tags: list[str]
     #: The version's RL views (rollout groups, episodes), when it has rollout or episode columns.
     views: list[Link] = field(default_factory=list)
+    #: What the manifest records that its id does not cover (``created``, ``parent``...): shown as unverified.
+    unverified: list[str] = field(default_factory=list)
+    #: Why the recorded parent is not shown (a chain of parents with a cycle, or a parent the dataset does not have).
+    parent_refused: str | None = None
 
 
 def rl_views(name: str, version: DatasetVersion) -> list[Link]:
@@ -79,20 +85,25 @@ def dataset_page(catalog: Catalog, name: str) -> DatasetPage:
     versions = catalog.versions(name, broken=broken)
     tags = catalog.tags(name)
     by_version = _tags_by_version(catalog, name)
-    summaries = [
-        VersionSummary(
-            id=v.id,
-            url=urls.version(name, v),
-            created=v.manifest.created,
-            rows=v.rows,
-            shards=len(v.shards),
-            bytes=v.manifest.size,
-            parent=v.manifest.parent,
-            tags=by_version.get(v.id, []),
-            views=rl_views(name, v),
+    parents = {v.id: v.manifest.parent for v in versions}
+    summaries = []
+    for v in reversed(versions):
+        parent, refused = checked_parent(v.id, parents)
+        summaries.append(
+            VersionSummary(
+                id=v.id,
+                url=urls.version(name, v),
+                created=v.manifest.created,
+                rows=v.rows,
+                shards=len(v.shards),
+                bytes=v.manifest.size,
+                parent=parent,
+                tags=by_version.get(v.id, []),
+                views=rl_views(name, v),
+                unverified=list(v.manifest.unverified),
+                parent_refused=refused,
+            )
         )
-        for v in reversed(versions)
-    ]
     return DatasetPage(
         name=name,
         url=urls.dataset(name),
@@ -139,6 +150,8 @@ class RowEntry:
     shard: int
     row: int
     record: dict[str, Any]
+    #: Values too large to show whole, by column: what ``record`` holds of them and the URL of the whole value.
+    cut: dict[str, Cut] = field(default_factory=dict)
     element_id: str = html_only("")
     cells: list[View] = html_only(default_factory=list)
 
@@ -189,6 +202,11 @@ class VersionPage:
     notes: dict[str, Any] = field(default_factory=dict)
     #: The version's RL views (rollout groups, episodes), when it has rollout or episode columns.
     views: list[Link] = field(default_factory=list)
+    #: What the manifest records that its id does not cover: ``created`` and ``parent`` always, and for a version
+    #: registered before ids covered them its ``notes`` and ``column metadata`` (class names); shown as unverified.
+    unverified: list[str] = field(default_factory=list)
+    #: Why the recorded parent is not shown (a chain of parents with a cycle, or a parent the dataset does not have).
+    parent_refused: str | None = None
     title: str = html_only("")
     crumbs: list[Link] = html_only(default_factory=list)
 
@@ -256,8 +274,9 @@ def rows_block(
     search_seconds: float,
     tokenizer: Any = None,
     budget: DecodeBudget | None = None,
+    field_bytes: int = 1 << 20,
 ) -> RowsBlock:
-    """One page of rows, by cursor or by search."""
+    """One page of rows, by cursor or by search (values over ``field_bytes`` cut, linking to the whole)."""
     if start is not None and end is not None:
         raise BadQuery(f"give start ({start}) or end ({end}), not both")
     columns = [f.name for f in version.schema]
@@ -270,9 +289,10 @@ def rows_block(
     else:
         found = page_at(version, start=start, end=end, size=page_size, budget=budget)
     entries = []
-    for index, record in zip(found.indices, found.records):
+    for index, whole in zip(found.indices, found.records):
         shard, row = version.locate(index)
-        key = version.key_at(shard, row, record)
+        key = version.key_at(shard, row, whole)
+        record, cuts = cut_record(whole, field_bytes, lambda c, key=key: urls.media(version.name, version, key, c))
         cells = [
             render_cell(
                 record.get(c),
@@ -297,6 +317,7 @@ def rows_block(
                 shard=shard,
                 row=row,
                 record=record,
+                cut=cuts,
                 element_id=urls.sample_id(index),
                 cells=cells,
             )
@@ -325,13 +346,14 @@ def version_page(
     page_size: int = 50,
     search_seconds: float = 2.0,
     budget: DecodeBudget | None = None,
+    field_bytes: int = 1 << 20,
 ) -> VersionPage:
     """Schema, stats and one page of rows of ``version`` (refused with 413 when its rows need more memory than ``budget``)."""
     name = version.name
     tags = _tags_by_version(catalog, name).get(version.id, [])
     columns, complete = _columns(version)
     tokenizer, _ = version_tokenizer(catalog, version)
-    parent = version.manifest.parent
+    parent, refused = catalog.parent(version)
     return VersionPage(
         dataset=name,
         version=version.id,
@@ -360,8 +382,11 @@ def version_page(
             search_seconds=search_seconds,
             tokenizer=tokenizer,
             budget=budget,
+            field_bytes=field_bytes,
         ),
         notes=dict(version.manifest.notes),
+        unverified=list(version.manifest.unverified),
+        parent_refused=refused,
         title=version.ref,
         crumbs=[Link("datasets", urls.home()), Link(name, urls.dataset(name)), Link(version.short_id, urls.version(name, version))],
     )

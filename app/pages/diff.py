@@ -24,6 +24,7 @@ from loaders.errors import BatchscopeError, NotFound
 from loaders.media import ImageInfo, image_info
 
 from .. import urls
+from ..cut import cut_json
 from ..errors import BadQuery
 from ..jsonable import html_only
 from ..media_cache import MediaCache
@@ -279,7 +280,7 @@ def rows_block(
                 preview=row.preview,
                 columns=[f.column for f in row.fields],
                 detail_url=diff_url(diff, key=row.key) if row.fields else None,
-                fields=[f.to_json() for f in row.fields],
+                fields=[cut_json(f.to_json()) for f in row.fields],
                 element_id=urls.sample_id(number),
             )
         )
@@ -484,7 +485,7 @@ def field_panes(catalog: Catalog, cache: MediaCache, diff: VersionDiff, row: Row
 
 def row_detail(diff: VersionDiff, row: RowChange, panes: list[FieldPane]) -> RowDetail:
     a_side, b_side = _sides(diff, row)
-    return RowDetail(row.key, row.change, a_side, b_side, row.similarity, [f.to_json() for f in row.fields], panes)
+    return RowDetail(row.key, row.change, a_side, b_side, row.similarity, [cut_json(f.to_json()) for f in row.fields], panes)
 
 
 def diff_row_page(catalog: Catalog, cache: Any, diff: VersionDiff, key: str) -> DiffPage:

@@ -8,6 +8,7 @@ the catalog's ``indexes`` directory); the timeline lays out one episode's facts
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from typing import Any
 
@@ -15,7 +16,9 @@ import pyarrow as pa
 from markupsafe import Markup
 
 from loaders import Catalog, DatasetVersion
+from loaders.errors import CorruptData
 from loaders.rl import EpisodeFacts, episode_column, episode_facts, episode_order, episode_table, episode_warnings
+from loaders.rl.episode_index import confirm_episodes, rebuild_episode_table
 from loaders.rl.facts import number_text
 
 from .. import urls
@@ -23,6 +26,8 @@ from ..jsonable import html_only
 from ..renderers.episode import action_ticks, action_value
 from ..svg import line_chart
 from .common import Link, Pager
+
+log = logging.getLogger(__name__)
 
 
 # -- the table -----------------------------------------------------------------------------
@@ -71,11 +76,19 @@ def episodes_page(
     """One page of ``version``'s episodes in ``sort`` order (``return``, ``length``, ``-`` for descending; NaN last)."""
     chosen = episode_column(version, column)
     index = episode_table(catalog.root, version, chosen)
-    order = episode_order(index, sort)
-    total = len(order)
     size = max(1, page_size)
-    start = min(max(0, start), max(0, (total - 1) // size * size)) if total else 0
-    page = [int(i) for i in order[start : start + size]]
+    for attempt in range(2):
+        order = episode_order(index, sort)
+        total = len(order)
+        start = min(max(0, start), max(0, (total - 1) // size * size)) if total else 0
+        page = [int(i) for i in order[start : start + size]]
+        problem = confirm_episodes(version, chosen, index, page)  # what the page shows, against the verified rows
+        if problem is None:
+            break
+        if attempt:
+            raise CorruptData(f"episode index of {version.ref} column {chosen!r}: {problem}, even after rebuilding it")
+        log.warning("episode index of %s column %r disagrees with its rows (%s); rebuilding it", version.ref, chosen, problem)
+        index = rebuild_episode_table(catalog.root, version, chosen)
     name = version.name
     keep = {"column": column} if column else {}
     sort_param = sort if sort != "index" else None
@@ -218,7 +231,8 @@ def episode_page(catalog: Catalog, version: DatasetVersion, key: str, *, column:
     name = version.name
     keep = {"column": column} if column else {}
     page_url = lambda at: urls.episode(name, version, key, **keep, t=at)  # noqa: E731
-    names = version.manifest.notes.get("actions")
+    # action names from the notes, only when the version id covers them (not for versions registered before it did)
+    names = version.manifest.notes.get("actions") if version.manifest.covers_meta else None
     steps = [
         StepRow(
             t=i,

@@ -14,10 +14,12 @@ from typing import Callable
 import numpy as np
 
 from loaders.rl import RolloutFacts, RolloutIndex, RolloutQuery, Summary, advantage_warning
+from loaders.rl.confirm import confirm
 from loaders.rl.facts import number_text
 from loaders.rl.query import GROUP_SORTS, ROW_SORTS
 
 from .. import urls
+from ..cut import DEFAULT_LIMIT, Cut, cut_value
 from ..jsonable import html_only
 from ..renderers.chat import ChatView
 from ..renderers.registry import FieldContext
@@ -80,6 +82,8 @@ class RolloutCard:
     warnings: list[str]
     where: str
     match: bool = True
+    #: When the completion is longer than the answer shows: how much of it is, and the rollout's whole value.
+    cut: Cut | None = None
     anchor_url: str | None = None
     position: int | None = None
     text: TextView | None = html_only(None)
@@ -221,6 +225,9 @@ def make_card(entry: Entry, *, extra: list[str], match: bool) -> RolloutCard:
     facts = entry.facts
     plain = FieldContext(column=entry.column, kind="text", record={}, kinds={}, collapse_chars=COMPLETION_CHARS)
     warnings = facts.warnings + extra
+    completion, cut = cut_value(facts.completion, DEFAULT_LIMIT)
+    if cut is not None:
+        cut.url = urls.media(entry.dataset, entry.version, entry.key, entry.column)
     return RolloutCard(
         key=entry.key,
         dataset=entry.dataset,
@@ -233,13 +240,14 @@ def make_card(entry: Entry, *, extra: list[str], match: bool) -> RolloutCard:
         length=facts.length,
         finish_reason=facts.finish_reason,
         group_id=facts.group_id,
-        completion=facts.completion,
+        completion=completion,
         warnings=warnings,
         where=entry.where,
         match=match,
+        cut=cut,
         anchor_url=entry.anchor_url,
         position=entry.position,
-        text=text_view(facts.completion, plain),
+        text=text_view(completion, plain),
         turns=turns_view(facts, plain),
         reward_text=number_text(facts.reward),
         advantage_text=number_text(facts.advantage),
@@ -257,7 +265,8 @@ def make_group(index: RolloutIndex, g: int, entries: list[Entry], query: Rollout
     """A group: its prompt once (the most common one), statistics, and a card per member."""
     stats = group_stats(index, g)
     prompts = Counter(e.facts.prompt for e in entries)
-    prompt = prompts.most_common(1)[0][0] if prompts else ""
+    common = prompts.most_common(1)[0][0] if prompts else ""
+    prompt = cut_value(common, DEFAULT_LIMIT)[0]  # what is shown; members are compared with the whole prompt
     warnings: list[str] = []
     if len(prompts) > 1:
         warnings.append(
@@ -272,7 +281,7 @@ def make_group(index: RolloutIndex, g: int, entries: list[Entry], query: Rollout
     cards = []
     for entry in entries:
         extra = []
-        if entry.facts.prompt != prompt:
+        if entry.facts.prompt != common:
             extra.append("prompt differs from the group's prompt")
         sign = advantage_warning(entry.facts, group_mean=mean, zero_variance=flat) if mean is not None else None
         if sign:
@@ -377,8 +386,12 @@ def groups_block(
     page_size: int,
     group_url: Callable[[str], str] | None = None,
     has_step: bool = False,
+    confirm_index: bool = False,
 ) -> GroupsBlock:
-    """One page of the query's groups (or rollouts); ``action(**params)`` builds this view's URL."""
+    """One page of the query's groups (or rollouts); ``action(**params)`` builds this view's URL.
+
+    With ``confirm_index`` (a stored index) the index is checked against the rollouts read for the page, each row and
+    each group shown (``loaders.rl.confirm``): ``IndexDisagrees`` when it differs."""
     size = max(1, page_size)
     if query.view == "groups":
         chosen = index.select_groups(query)
@@ -387,6 +400,8 @@ def groups_block(
         member_rows = [index.members(int(g), query) for g in page]
         flat = [int(r) for rows in member_rows for r in rows]
         loaded = dict(zip(flat, load(flat)))
+        if confirm_index:
+            confirm(index, flat, [loaded[p].facts for p in flat], groups=[int(g) for g in page])
         groups = [
             make_group(
                 index,
@@ -405,6 +420,8 @@ def groups_block(
         start = _start(query.start, len(rows_chosen), size)
         page_rows = [int(r) for r in rows_chosen[start : start + size]]
         entries = load(page_rows)
+        if confirm_index:
+            confirm(index, page_rows, [e.facts for e in entries])
         cards = []
         for r, entry in zip(page_rows, entries):
             mean, flat, _ = reference(index, int(index.group_of[r]))

@@ -8,10 +8,12 @@ query parameters as the dataset page.
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from loaders import Batch, Catalog, DatasetVersion, Run
+from loaders.errors import CorruptData
 from loaders.rl import (
     RolloutFacts,
     RolloutIndex,
@@ -24,7 +26,9 @@ from loaders.rl import (
     version_index,
 )
 from loaders.rl.columns import light_columns, rollout_records, step_column
+from loaders.rl.confirm import IndexDisagrees
 from loaders.rl.facts import number_text
+from loaders.rl.index import rebuild_index
 
 from .. import urls
 from ..jsonable import html_only
@@ -35,6 +39,7 @@ from .common import Link, check_rank
 from .datasets import version_tokenizer
 from .rollout_groups import Entry, GroupsBlock, Loader, groups_block
 
+log = logging.getLogger(__name__)
 #: Groups per page of a dataset's group view and of a step's batch view.
 GROUPS_PER_PAGE = 20
 
@@ -108,15 +113,27 @@ def groups_page(
     def action(**params: Any) -> str:
         return urls.rollout_groups(name, version, **keep, **params)
 
-    block = groups_block(
-        index,
-        query,
-        dataset_loader(version, chosen, index),
-        action=action,
-        page_size=page_size,
-        group_url=lambda gid: action(group=gid),
-        has_step=step_column(version) is not None,
-    )
+    def block_of(index: RolloutIndex) -> GroupsBlock:
+        return groups_block(
+            index,
+            query,
+            dataset_loader(version, chosen, index),
+            action=action,
+            page_size=page_size,
+            group_url=lambda gid: action(group=gid),
+            has_step=step_column(version) is not None,
+            confirm_index=True,
+        )
+
+    try:
+        block = block_of(index)
+    except IndexDisagrees as exc:  # the stored index is not what the verified rows say: rebuilt, then shown
+        log.warning("rollout index of %s column %r disagrees with the rows it shows (%s); rebuilding it", version.ref, chosen, exc)
+        index = rebuild_index(catalog.root, version, chosen)
+        try:
+            block = block_of(index)
+        except IndexDisagrees as again:
+            raise CorruptData(f"rollout index of {version.ref} column {chosen!r}: {again}, even after rebuilding it") from again
     return GroupsPage(
         dataset=name,
         version=version.id,

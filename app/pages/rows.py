@@ -22,7 +22,7 @@ from loaders.catalog.version import DatasetVersion
 
 from ..decode_budget import DecodeBudget
 from ..errors import BadQuery
-from .row_sizes import check_row_groups
+from .row_sizes import reading_row_groups
 
 
 @dataclass
@@ -46,13 +46,12 @@ def read_indices(version: DatasetVersion, indices: list[int], *, budget: DecodeB
         shard, row = version.locate(index)
         by_shard.setdefault(shard, []).append(row)
         order.append((shard, row))
-    if indices:
-        groups = [(shard, version.row_group_of(shard, row)[0]) for shard, row in order]
-        check_row_groups(version, groups, budget, f"rows {indices[0]}-{indices[-1]}")
+    groups = [(shard, version.row_group_of(shard, row)[0]) for shard, row in order]
     decoded: dict[tuple[int, int], Record] = {}
-    for shard, rows in by_shard.items():
-        for row, record in zip(rows, version.read(shard, rows)):
-            decoded[(shard, row)] = record
+    with reading_row_groups(version, groups, budget, f"rows {indices[0]}-{indices[-1]}" if indices else "no rows"):
+        for shard, rows in by_shard.items():
+            for row, record in zip(rows, version.read(shard, rows)):
+                decoded[(shard, row)] = record
     return [decoded[item] for item in order]
 
 
@@ -147,8 +146,8 @@ def search(
     scanned_from = scanned_to = cursor + 1 if backward else cursor
     stopped = False
     for shard, group, first in _groups(version, cursor, backward=backward):
-        check_row_groups(version, [(shard, group)], budget, f"row group {group} of shard {shard}")
-        table = version.row_group(shard, group).select([column])
+        with reading_row_groups(version, [(shard, group)], budget, f"row group {group} of shard {shard}"):
+            table = version.row_group(shard, group).select([column])
         found_here = pc.fill_null(matches(version, column, table.column(column), query), False)
         hits = [first + int(i) for i in pc.indices_nonzero(found_here).to_pylist()]
         if backward:

@@ -5,19 +5,22 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+import pyarrow as pa
+
 from loaders import Catalog, DatasetVersion
 from loaders.catalog.kinds import BYTES_KINDS
 from loaders.catalog.records import Record
-from loaders.errors import BatchscopeError, SampleNotFound, StorageError
+from loaders.errors import BatchscopeError, CorruptData, SampleNotFound, StorageError
 
 from .. import urls
+from ..cut import Cut, cut_row
 from ..decode_budget import DecodeBudget
 from ..flags import Flag, FlagFilter, FlagStore
 from ..jsonable import html_only
 from ..renderers.registry import FieldContext, View, render_field
 from .common import Link
 from .datasets import version_tokenizer
-from .row_sizes import check_row_groups
+from .row_sizes import reading_row_groups
 from .where import OpenRun, RunReads, where_read_panel
 
 #: How many of a sample's flags its flag form lists (newest first).
@@ -26,12 +29,13 @@ FLAGS_SHOWN = 20
 
 @dataclass
 class FieldBlock:
-    """One rendered field of a sample (HTML)."""
+    """One rendered field of a sample (HTML); ``cut`` when only its beginning is shown."""
 
     column: str
     kind: str
     fragment_url: str
     view: View
+    cut: Cut | None = None
 
 
 @dataclass
@@ -67,6 +71,8 @@ class SamplePage:
     kinds: dict[str, str]
     flags: list[Flag]
     warnings: list[str]
+    #: Fields too large to show whole, by column: what ``fields`` holds of them and the URL of the whole value.
+    cut: dict[str, Cut] = field(default_factory=dict)
     prev_url: str | None = None
     next_url: str | None = None
     #: Every run that read this sample, per epoch (None when not asked for: a single field's fragment).
@@ -82,7 +88,8 @@ def _neighbour(version: DatasetVersion, index: int, **query: Any) -> str | None:
     if not 0 <= index < version.rows:
         return None
     try:
-        key = version.key_at(*version.locate(index), version.record(index))
+        shard, row = version.locate(index)
+        key = version._stored_key(shard, row) if version.key else version.key_at(shard, row, version.record(index))
     except BatchscopeError:  # a broken neighbour must not break this sample's page; it just gets no link
         return None
     return urls.sample(version.name, version, key, **query)
@@ -114,8 +121,10 @@ def render_fields(
     highlight: str | None,
     collapse_chars: int,
     token_threshold: int,
+    cuts: dict[str, Cut] | None = None,
 ) -> list[FieldBlock]:
-    """Every field of ``record`` (or just ``only``, in full) rendered by its kind."""
+    """Every field of ``record`` (or just ``only``, in full) rendered by its kind; ``cuts`` says which values are only
+    their beginning (``app.cut``)."""
     columns = [f.name for f in version.schema]
     if only is not None:
         if only not in columns:
@@ -140,7 +149,7 @@ def render_fields(
             where=version.where(shard, row),
             class_names=version.class_names.get(column, ()),
         )
-        blocks.append(FieldBlock(column, kind, fragment, render_field(record.get(column), ctx)))
+        blocks.append(FieldBlock(column, kind, fragment, render_field(record.get(column), ctx), (cuts or {}).get(column)))
     return blocks
 
 
@@ -158,12 +167,20 @@ def sample_page(
     open_run: OpenRun | None = None,
     where_run: str | None = None,
     where_epoch: int = 0,
+    field_bytes: int = 1 << 20,
 ) -> SamplePage:
-    """One sample by key: where it lives, every field, its flags, links to its neighbours (413 over ``budget``), and
-    (given ``open_run``) every run that read it, per epoch, from ``where_epoch`` on (only ``where_run`` when given)."""
+    """One sample by key: where it lives, every field (values over ``field_bytes`` cut, linking to the whole), its
+    flags, links to its neighbours (413 over ``budget``), and (given ``open_run``) every run that read it, per epoch,
+    from ``where_epoch`` on (only ``where_run`` when given)."""
     shard, row = version.find(key)
-    check_row_groups(version, [(shard, version.row_group_of(shard, row)[0])], budget, f"sample {key!r}")
-    record = version.read(shard, [row])[0]
+    with reading_row_groups(version, [(shard, version.row_group_of(shard, row)[0])], budget, f"sample {key!r}"):
+        group, offset = version.row_group_of(shard, row)
+        table = version.row_group(shard, group).slice(offset, 1)
+        try:
+            record, cuts = cut_row(table, field_bytes, lambda column: urls.media(version.name, version, key, column))
+        except (pa.ArrowException, ValueError, TypeError, OverflowError) as exc:  # what converting a hostile value raises
+            raise CorruptData(f"{version.where(shard, row)}: cannot be decoded: {exc}") from exc
+        del table
     index = version.index_of(shard, row)
     tokenizer, warning = version_tokenizer(catalog, version)
     blocks = render_fields(
@@ -177,6 +194,7 @@ def sample_page(
         highlight=highlight,
         collapse_chars=collapse_chars,
         token_threshold=token_threshold,
+        cuts=cuts,
     )
     form = flag_form(flags, version, key)
     name = version.name
@@ -197,6 +215,7 @@ def sample_page(
         kinds={b.column: b.kind for b in blocks},
         flags=form.flags,
         warnings=[warning] if warning else [],
+        cut={column: cuts[column] for column in cuts if any(b.column == column for b in blocks)},
         prev_url=_neighbour(version, index - 1) if only is None else None,
         next_url=_neighbour(version, index + 1) if only is None else None,
         where=where,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -12,6 +12,7 @@ from loaders.errors import SampleNotFound, StorageError
 from loaders.run.kinds import RunLike, claims
 
 from .. import urls
+from ..cut import Cut, cut_record
 from ..errors import BadQuery
 from ..flags import Flag, FlagStore
 from ..jsonable import html_only
@@ -95,6 +96,8 @@ class SampleEntry:
     fields: dict[str, Any]
     inputs: dict[str, Any]
     loss: float | None = None
+    #: Fields too large to show whole, by column: what ``fields`` holds of them and the URL of the whole value.
+    cut: dict[str, Cut] = field(default_factory=dict)
     #: ``…/ranks/{rank}#sample-{position}``: this sample at this step (the dataset ``url`` is where its record lives).
     step_url: str = ""
     tokens: int = 0
@@ -231,6 +234,7 @@ def _sample_entry(
     token_threshold: int,
     collapse_chars: int,
     existing_flags: list[Flag] | None = None,
+    field_bytes: int = 1 << 20,
 ) -> SampleEntry:
     """Sample ``position`` (0-based within this rank's batch) laid out for the page (its flags given, or looked up)."""
     sample = batch.samples[position]
@@ -245,12 +249,14 @@ def _sample_entry(
     )
     blocks = input_blocks(run, sample, place, token_threshold=token_threshold, token_values=token_values)
     field_blocks = []
+    first_key = documents[0].key if documents else ""
+    record, cuts = cut_record(doc.record, field_bytes, lambda c: urls.media(doc.address.dataset, doc.address.version, first_key, c))
     if not sample.packed and not padding_only:
         from .datasets import version_tokenizer
 
         tokenizer, _ = version_tokenizer(catalog, version)
         field_blocks = render_fields(
-            doc.record,
+            record,
             version,
             key=documents[0].key,
             shard=doc.address.shard,
@@ -260,6 +266,7 @@ def _sample_entry(
             highlight=None,
             collapse_chars=collapse_chars,
             token_threshold=token_threshold,
+            cuts=cuts,
         )
     first = documents[0] if documents else _document_entry(run, doc)
     return SampleEntry(
@@ -277,7 +284,8 @@ def _sample_entry(
         digest=sample.digest,
         packed=sample.packed or padding_only,
         documents=documents,
-        fields=doc.record if not padding_only else {},
+        fields=record if not padding_only else {},
+        cut=cuts if not padding_only else {},
         inputs=summarize_inputs(sample.inputs),
         loss=loss,
         step_url=step_url,
@@ -343,6 +351,7 @@ def rank_page(
     collapse_chars: int = 2000,
     against: str | None = None,
     sort: str | None = None,
+    field_bytes: int = 1 << 20,
 ) -> RankPage:
     """Exactly what ``rank`` consumed at ``step``, from the read path, checked against the ledger.
 
@@ -370,6 +379,7 @@ def rank_page(
             token_threshold=token_threshold,
             collapse_chars=collapse_chars,
             existing_flags=existing[i],
+            field_bytes=field_bytes,
         )
         for i in range(len(batch))
     ]

@@ -49,5 +49,5 @@ def login(
         page = LoginPage(action=urls.login(), next=target, needed=bool(settings.token), error="wrong token")
         return _render(request, page, status=401)
     response = RedirectResponse(target, status_code=303)
-    response.set_cookie(**login_cookie(token, secure=request.url.scheme == "https"))
+    response.set_cookie(**login_cookie(token, secure=request.url.scheme == "https", seconds=settings.session_seconds))
     return response

@@ -48,6 +48,7 @@ def version(
             page_size=settings.page_size,
             search_seconds=settings.search_seconds,
             budget=decode_budget(request),
+            field_bytes=settings.field_bytes,
         )
         return respond(request, data, template="version.html", block="rows")
 
@@ -86,5 +87,6 @@ def sample(
         open_run=None if wants_fragment(request) else (lambda run: runs.run(catalog, run)),
         where_run=where_run or None,
         where_epoch=where_epoch,
+        field_bytes=settings.field_bytes,
     )
     return respond(request, data, template="sample.html", block="fields")

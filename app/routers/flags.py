@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 from typing import Annotated, Iterator
 
@@ -105,8 +106,12 @@ def flags_list(
 
 @router.get("/flags.jsonl", summary="Flags as JSON lines", tags=["flags"])
 def flags_jsonl(store: FlagsDep, dataset: Name = None, tag: Tag = None) -> Response:
+    flags = store.iter_all(FlagFilter(dataset=dataset or None, tag=tag or None))
+    # The first page is read before answering: a database that cannot be read (a full disk) is a 503, not a 200 cut off.
+    first = list(itertools.islice(flags, 1))
+
     def lines() -> Iterator[bytes]:
-        for flag in store.iter_all(FlagFilter(dataset=dataset or None, tag=tag or None)):
+        for flag in itertools.chain(first, flags):
             yield (json.dumps(jsonable(flag), ensure_ascii=False) + "\n").encode()
 
     return StreamingResponse(lines(), media_type="application/x-ndjson; charset=utf-8")

@@ -1,7 +1,8 @@
 """Media of a sample's field, addressed by version id so every answer is immutable: stored bytes, thumbnails, frames.
 
 ``/media/datasets/{name}/versions/{version}/samples/{key}?field=`` sends the
-stored bytes (with ``Range``), and with ``thumb=``/``frame=``/``box=`` what
+field's whole value (with ``Range``): stored bytes, a text's UTF-8, anything
+else as JSON (``app.whole_value``); with ``thumb=``/``frame=``/``box=`` what
 the inspector makes of them; ``/view/...`` (same address) is the page that
 shows one image or video field, opened on ``?frame=N`` or ``?t=seconds``.
 """
@@ -36,6 +37,7 @@ from ..pages.media import (
 )
 from ..responses import respond, wants_fragment
 from ..routing import page
+from ..whole_value import whole_value
 
 router = APIRouter(tags=["media"], responses=ERROR_RESPONSES)
 
@@ -76,7 +78,10 @@ def _original(request: Request, media: MediaField) -> Response:
     return ranged(request, size=found.size, read=lambda o, n: storage.read_range(path, o, n), tag=tag, filename=filename)
 
 
-@router.get("/media/datasets/{name}/versions/{version}/samples/{key:path}", summary="A field's stored bytes, a thumbnail or a frame")
+@router.get(
+    "/media/datasets/{name}/versions/{version}/samples/{key:path}",
+    summary="A field's whole value (stored bytes, UTF-8 text or JSON, with Range), a thumbnail or a frame",
+)
 def field_bytes(
     request: Request,
     version: VersionDep,
@@ -94,6 +99,8 @@ def field_bytes(
     box: Annotated[str | None, Query(max_length=100, description="left,top,right,bottom: the image with this box outlined.")] = None,
 ) -> Response:
     if thumb is None and frame is None and box is None:
+        if version.kinds.get(field) not in MEDIA_KINDS:  # a text, a list, a struct, plain bytes: straight from Arrow
+            return whole_value(request, version, key, field, budget, filename=_filename(key, field))
         return _original(request, load_field(version, key, field))
     if thumb is not None:
         thumb = check_side(thumb)  # one of the fixed sizes, so the cache and the ETag are shared by every value near it

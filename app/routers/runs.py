@@ -95,6 +95,7 @@ def rank(
             collapse_chars=settings.text_collapse_chars,
             against=against or None,
             sort=sort,
+            field_bytes=settings.field_bytes,
         )
         return respond(request, data, template="rank.html", block="samples")
 

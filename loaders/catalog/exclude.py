@@ -9,7 +9,6 @@ are written; empty lines are skipped.
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import os
@@ -22,6 +21,7 @@ import pyarrow.parquet as pq
 from .. import storage
 from ..errors import RegistrationError
 from ..storage.shards import scan_shard
+from .leftovers import remove_abandoned_copies
 from .records import content_key, table_records
 from .store import CatalogStore, _expand
 
@@ -88,23 +88,6 @@ def _fingerprint(files: Sequence[str], keys: set[str], key: str | None) -> str:
     return h.hexdigest()[:16]
 
 
-def _remove_abandoned_copies(directory: str) -> None:
-    """Remove ``<copy>.<pid>.tmp`` files whose writer process no longer exists (it was killed mid-copy)."""
-    if storage.is_remote(directory) or not os.path.isdir(directory):
-        return
-    for entry in os.listdir(directory):
-        parts = entry.rsplit(".", 2)
-        if len(parts) != 3 or parts[2] != "tmp" or not parts[1].isdigit():
-            continue
-        try:
-            os.kill(int(parts[1]), 0)
-        except ProcessLookupError:
-            with contextlib.suppress(OSError):
-                os.unlink(os.path.join(directory, entry))
-        except PermissionError:
-            pass  # alive, owned by someone else
-
-
 def write_excluding(
     catalog: CatalogStore,
     name: str,
@@ -125,7 +108,8 @@ def write_excluding(
     files = _expand(paths)
     keys = read_key_file(storage.normalize(keyfile))
     directory = storage.join(catalog.data_dir(name), f"excluded-{_fingerprint(files, keys, key)}")
-    _remove_abandoned_copies(directory)
+    if not storage.is_remote(directory):
+        remove_abandoned_copies(directory)
     out: list[str] = []
     for number, uri in enumerate(files):
         scan_shard(uri)  # footers and pages checked before anything is decoded from them

@@ -40,10 +40,16 @@ def read_json(path: str, what: str) -> Any:
 
 
 def load_manifest(path: str, *, name: str, version_id: str) -> Manifest:
-    """The manifest stored at ``path``, checked against the version id it is filed under and the dataset's name."""
+    """The manifest stored at ``path``, checked against the version id it is filed under and the dataset's name.
+
+    Its id covers its notes and exact schema unless it was registered before
+    ids did (then it hashes to its id without them, and they are unverified).
+    """
     data = read_json(path, "dataset manifest")
     try:
         manifest = Manifest.from_json(data)
+        if manifest.id != version_id:
+            manifest = Manifest.from_json(data, covers_meta=False)
     except Exception as exc:  # noqa: BLE001 - any malformed field is the same refusal
         raise CatalogCorrupt(f"{path}: dataset manifest is malformed ({type(exc).__name__}: {exc})") from exc
     if manifest.id != version_id or data.get("id", version_id) != version_id:

@@ -6,10 +6,11 @@ second and later rows of a value get the key ``value~1``, ``value~2``... (in
 record order, skipping suffixes that are themselves keys), recorded in the
 manifest so every link names exactly one record.
 
-The key index (``indexes/{name}/{version}.keys.parquet``) is derived data: it
-carries the version id, its row count and a digest of its content, is rebuilt
-when any of them does not match, and every lookup is confirmed against the
-record it points at.
+The key index (``indexes/{name}/{version}.keys.parquet``) is derived data
+(``loaders.storage.derived``): each row group's digest and key range are sealed
+in its footer for this version, a lookup checks the row group it reads, an
+index that fails any check or cannot be decoded is rebuilt, and every hit is
+confirmed against the record it points at.
 
 >>> suffixed_keys(["a", "b", "a", "a~1", "a"])
 {2: 'a~2', 4: 'a~3'}
@@ -112,11 +113,17 @@ def index_table(column: KeyColumn) -> pa.Table:
     return pa.table({"key": column.keys, "shard": column.shards, "row": column.rows}).sort_by("key")
 
 
-def index_metadata(table: pa.Table, version_id: str) -> dict[bytes, bytes]:
-    """What a key index carries about itself (``loaders.storage.derived``): its version, row count and content digest."""
-    return derived.metadata(table, version_id=version_id)
+#: Layout of the key index: 2 seals each row group's digest and key range (1 stamped one digest of the whole table).
+INDEX_LAYOUT = 2
+#: Keys per row group of the key index (a lookup reads and checks one).
+INDEX_GROUP_ROWS = 4096
 
 
-def index_problem(table: pa.Table, metadata: dict[bytes, bytes] | None, *, version_id: str, rows: int) -> str | None:
-    """Why a stored key index cannot be trusted for ``version_id`` (None when it matches)."""
-    return derived.problem(table, metadata or {}, version_id=version_id, rows=rows)
+def index_derivation(version_id: str) -> derived.Derivation:
+    """What the key index of version ``version_id`` is, for its seal."""
+    return derived.Derivation("key index", version_id, layout=INDEX_LAYOUT)
+
+
+def write_index(path: str, column: KeyColumn, version_id: str) -> None:
+    """Store the sealed key index of ``column`` at ``path``."""
+    derived.write_row_groups(path, index_table(column), index_derivation(version_id), row_group_size=INDEX_GROUP_ROWS, bounds="key")

@@ -36,9 +36,16 @@ def _schema_identity(schema: pa.Schema) -> list[list[str]]:
     return [[f.name, str(f.type)] for f in stable]
 
 
+#: The fields of a manifest its id never covers: shown as recorded, marked unverified.
+UNVERIFIED = ("created", "parent")
+#: What the id of a manifest registered before ``covers_meta`` does not cover either.
+UNVERIFIED_BEFORE_META = ("notes", "column metadata")
+
+
 @dataclass(frozen=True)
 class Manifest:
-    """One dataset version. ``id`` hashes the content; name, parent, time and tags do not count."""
+    """One dataset version. ``id`` hashes the content (and, since ``covers_meta``, the notes and the exact Arrow schema
+    with its metadata); name, parent, time and tags do not count."""
 
     name: str
     schema: pa.Schema
@@ -55,6 +62,21 @@ class Manifest:
     media_files: dict[str, Any] | None = None
     #: How the shards are stored and read (:mod:`loaders.storage.formats`); Parquet unless a replay registered others.
     shard_format: str = "parquet"
+    #: Whether the id covers the notes and the exact Arrow schema (every manifest registered since); a manifest from
+    #: before has them unverified.
+    covers_meta: bool = True
+    #: The Arrow schema as stored (base64 IPC); empty means ``schema`` serialized now.
+    schema_arrow: str = ""
+
+    @property
+    def arrow(self) -> str:
+        """The stored form of the schema (base64 Arrow IPC), exactly as the manifest holds it."""
+        return self.schema_arrow or schema_to_json(self.schema)["arrow"]
+
+    @property
+    def unverified(self) -> tuple[str, ...]:
+        """What this manifest records that its id does not cover (pages mark these as unverified)."""
+        return UNVERIFIED if self.covers_meta else (*UNVERIFIED, *UNVERIFIED_BEFORE_META)
 
     def content(self) -> dict[str, Any]:
         """The part of the manifest the id is a hash of (fields added later count only when set, so old ids hold)."""
@@ -81,6 +103,8 @@ class Manifest:
             content["media_files"] = dict(self.media_files)
         if self.shard_format != "parquet":
             content["shard_format"] = self.shard_format
+        if self.covers_meta:
+            content["meta"] = {"notes": self.notes, "arrow_schema": hashlib.sha256(self.arrow.encode()).hexdigest()}
         return content
 
     @property
@@ -97,8 +121,10 @@ class Manifest:
         return sum(s.size for s in self.shards)
 
     def to_json(self) -> dict[str, Any]:
+        schema = schema_to_json(self.schema)
+        schema["arrow"] = self.arrow
         return {
-            "format": "batchscope.dataset/1",
+            "format": "batchscope.dataset/2" if self.covers_meta else "batchscope.dataset/1",
             "name": self.name,
             "id": self.id,
             "parent": self.parent,
@@ -106,7 +132,7 @@ class Manifest:
             "key": self.key,
             "tokenizer": self.tokenizer,
             "kinds": self.kinds,
-            "schema": schema_to_json(self.schema),
+            "schema": schema,
             "rows": self.rows,
             "shards": [s.to_json() for s in self.shards],
             "notes": self.notes,
@@ -116,7 +142,8 @@ class Manifest:
         }
 
     @classmethod
-    def from_json(cls, data: dict[str, Any]) -> "Manifest":
+    def from_json(cls, data: dict[str, Any], *, covers_meta: bool = True) -> "Manifest":
+        """The manifest stored as ``data``; ``covers_meta`` says whether its id is taken to cover notes and schema."""
         return cls(
             name=data["name"],
             schema=schema_from_json(data["schema"]),
@@ -130,4 +157,6 @@ class Manifest:
             key_suffixes=tuple((int(s), int(r), str(k)) for s, r, k in data.get("key_suffixes") or ()),
             media_files=dict(data["media_files"]) if data.get("media_files") else None,
             shard_format=str(data.get("shard_format", "parquet")),
+            covers_meta=covers_meta,
+            schema_arrow=str(data["schema"]["arrow"]),
         )

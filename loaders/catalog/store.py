@@ -19,13 +19,24 @@ import threading
 from typing import TYPE_CHECKING, Any, Iterable, Iterator, Mapping, Sequence
 
 from .. import storage
-from ..errors import AmbiguousVersion, CatalogCorrupt, DatasetNotFound, InvalidName, RegistrationError, TokenizerNotFound, VersionNotFound
+from ..errors import (
+    AmbiguousVersion,
+    CatalogCorrupt,
+    DanglingTag,
+    DatasetNotFound,
+    InvalidName,
+    RegistrationError,
+    TokenizerNotFound,
+    VersionNotFound,
+)
 from ..storage.formats import DEFAULT as DEFAULT_FORMAT
 from ..storage.formats import shard_format as format_named
 from ..storage.shards import ShardInfo
 from .files import is_version_id, load_manifest, read_names, read_refs
 from .keys import KeyColumn, refuse_duplicates, suffix_column
 from .kinds import infer_kinds
+from .leftovers import sweep
+from .lineage import checked_parent
 from .manifest import Manifest
 from .media_files import encode_table, scan_media, table_path
 from .version import DatasetVersion
@@ -169,7 +180,10 @@ class CatalogStore:
         if not is_version_id(version_id):
             raise VersionNotFound(f"dataset {name} has no version {version_id[:80]!r} (a version id is 32 hexadecimal characters)")
         path = storage.join(self._dataset_dir(name), "versions", f"{version_id}.json")
-        return DatasetVersion(load_manifest(path, name=name, version_id=version_id), self.root)
+        try:
+            return DatasetVersion(load_manifest(path, name=name, version_id=version_id), self.root)
+        except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
+            raise VersionNotFound(f"dataset {name} has no version {version_id}") from None
 
     def _version_ids(self, name: str) -> list[str]:
         """Ids of the manifests filed under ``name`` (other files in its versions directory are ignored)."""
@@ -194,6 +208,20 @@ class CatalogStore:
                 broken.append((version_id, exc.message))
         return sorted(loaded, key=lambda v: (v.manifest.created, v.id))
 
+    def parent(self, version: DatasetVersion) -> tuple[str | None, str | None]:
+        """The parent ``version``'s manifest records, when its chain of parents is sound (``loaders.catalog.lineage``):
+        ``(parent, None)``, else ``(None, why it is refused)``. Parents are not part of version ids: show them unverified."""
+
+        def recorded(version_id: str) -> str | None:
+            if version_id == version.id:
+                return version.manifest.parent
+            try:
+                return self._load(version.name, version_id).manifest.parent
+            except (VersionNotFound, CatalogCorrupt):
+                raise KeyError(version_id) from None
+
+        return checked_parent(version.id, recorded)
+
     def resolve(self, ref: str) -> DatasetVersion:
         """Resolve ``name``, ``name@tag`` or ``name@id-prefix`` to a version.
 
@@ -204,7 +232,15 @@ class CatalogStore:
         refs = self._refs(name)
         selector = selector or "latest"
         if selector in refs["tags"]:
-            return self._load(name, refs["tags"][selector])
+            target = refs["tags"][selector]
+            try:
+                return self._load(name, target)
+            except VersionNotFound:
+                refs_path = storage.join(self._dataset_dir(name), "refs.json")
+                raise DanglingTag(
+                    f"{refs_path}: tag {selector!r} of dataset {name} points at version {target}, which {name} does not have "
+                    "(a missing version, or another dataset's); move the tag (batchscope tag) or remove it"
+                ) from None
         ids = self._version_ids(name)
         matches = [i for i in ids if i.startswith(selector.lower())] if re.fullmatch(r"[0-9a-fA-F]{4,64}", selector) else []
         if len(matches) == 1:
@@ -272,6 +308,8 @@ class CatalogStore:
         """
         check_name("dataset", name)
         reader = format_named(shard_format)
+        if not storage.is_remote(self.root):
+            sweep(self.root)  # what killed imports and exclusions left, in every dataset's folder
         files = _expand(paths, reader.extensions)
         shards: list[ShardInfo] = []
         schema = None

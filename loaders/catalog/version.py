@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import bisect
 import functools
-import io
 import logging
 import os
 import threading
@@ -13,7 +12,6 @@ from typing import Iterator, Sequence
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
 from .. import storage
 from ..errors import AmbiguousKey, BatchscopeError, CatalogCorrupt, CorruptData, SampleNotFound
@@ -22,7 +20,7 @@ from ..storage.cache import ByteLRU
 from ..storage.formats import ShardReader, shard_format
 from ..storage.shards import ShardInfo
 from ..storage.staging import Staging
-from .keys import KeyColumn, index_metadata, index_problem, index_table
+from .keys import KeyColumn, index_derivation, write_index
 from .kinds import class_names
 from .manifest import Manifest
 from .records import Record, content_key, record_key, table_records
@@ -59,9 +57,8 @@ _RECORD_CACHE: ByteLRU[_Records] = ByteLRU(
 )
 _OPEN: dict[tuple[str, str], ShardReader] = {}
 _OPEN_LOCK = threading.Lock()
-_KEY_INDEX_ROWS = 4096
-#: Key indexes whose content was checked in this process: (path, size, digest).
-_VERIFIED_INDEXES: set[tuple[str, int, bytes | None]] = set()
+#: Key indexes opened in this process (their sealed footers checked), by (path, version id).
+_KEY_INDEXES: dict[tuple[str, str], derived.RowGroupTable] = {}
 log = logging.getLogger("batchscope.loaders")
 
 
@@ -74,6 +71,8 @@ def clear_read_caches() -> None:
     _ROW_GROUP_CACHE.clear()
     _RECORD_CACHE.clear()
     _STAGING.clear()
+    with _OPEN_LOCK:
+        _KEY_INDEXES.clear()
 
 
 def row_group_cache() -> ByteLRU[pa.Table]:
@@ -387,46 +386,38 @@ class DatasetVersion:
         return column
 
     def write_key_index(self, column: KeyColumn | None = None) -> None:
-        """Build (from ``column`` when the caller already has it) and store the key index of this version."""
-        table = index_table(column if column is not None else self.key_column())
-        table = table.replace_schema_metadata(index_metadata(table, self.id))
-        buffer = io.BytesIO()
-        pq.write_table(table, buffer, row_group_size=_KEY_INDEX_ROWS, compression="zstd")
-        storage.write_bytes_atomic(self._key_index_path(), buffer.getvalue())
+        """Build (from ``column`` when the caller already has it) and store the sealed key index of this version."""
+        write_index(self._key_index_path(), column if column is not None else self.key_column(), self.id)
 
-    def key_index(self, *, rebuild: bool = False) -> pq.ParquetFile:
+    def key_index(self, *, rebuild: bool = False) -> derived.RowGroupTable:
         """A sorted ``key → (shard, row)`` index, built on first use and kept in the catalog.
 
-        It is derived data: an index that does not carry this version's id, row
-        count and content digest (checked once per process) is rebuilt.
+        It is derived data: an index not sealed for this version (another
+        version's, an older layout, torn, edited, or not Parquet at all) is
+        rebuilt; each row group a lookup reads is checked against its seal.
         """
         path = self._key_index_path()
-        if rebuild or not storage.stat(path).exists:
+        what = index_derivation(self.id)
+        if not rebuild:
+            with _OPEN_LOCK:
+                opened = _KEY_INDEXES.get((path, self.id))
+            if opened is None:
+                opened = derived.open_row_groups(path, what, rows=self.rows)
+        if rebuild or opened is None:
             self.write_key_index()
-        fs, local = storage.resolve(path)
-        try:
-            index = pq.ParquetFile(fs.open_input_file(local))
-            seen = (path, storage.stat(path).size, (index.schema_arrow.metadata or {}).get(derived.DIGEST))
-            if seen in _VERIFIED_INDEXES:
-                return index
-            problem = index_problem(index.read(), index.schema_arrow.metadata, version_id=self.id, rows=self.rows)
-        except Exception as exc:  # noqa: BLE001 - an unreadable index is rebuilt like a wrong one
-            problem = f"it cannot be read ({exc})"
-        if problem is not None:
-            if rebuild:
-                raise CatalogCorrupt(f"{path}: key index of {self.ref} does not match after rebuilding: {problem}")
-            log.warning("%s: rebuilding the key index of %s: %s", path, self.ref, problem)
-            return self.key_index(rebuild=True)
-        _VERIFIED_INDEXES.add(seen)
-        return index
+            opened = derived.open_row_groups(path, what, rows=self.rows)
+            if opened is None:
+                raise CatalogCorrupt(f"{path}: the key index of {self.ref} cannot be read back after rebuilding it")
+        with _OPEN_LOCK:
+            _KEY_INDEXES[(path, self.id)] = opened
+        return opened
 
-    def _lookup(self, index: pq.ParquetFile, key: str) -> tuple[int, int] | None:
-        """``(shard, row)`` the index gives for ``key``; AmbiguousKey when it names several rows."""
-        meta = index.metadata
+    def _lookup(self, index: derived.RowGroupTable, key: str) -> tuple[int, int] | None:
+        """``(shard, row)`` the index gives for ``key``; AmbiguousKey when it names several rows; ``derived.Damaged``
+        when a row group it reads fails its check."""
         found: list[tuple[int, int]] = []
-        for group in range(meta.num_row_groups):
-            stats = meta.row_group(group).column(0).statistics
-            if stats is not None and stats.has_min_max and not (stats.min <= key <= stats.max):
+        for group, facts in enumerate(index.groups):
+            if not facts["rows"] or not (facts["first"] <= key <= facts["last"]):
                 continue
             table = index.read_row_group(group)
             keys = table.column("key").to_pylist()
@@ -448,11 +439,18 @@ class DatasetVersion:
         """``(shard, row)`` of the row whose key is ``key``.
 
         The row found is read and its key compared with ``key``: an index that
-        points elsewhere (edited, or stale) is rebuilt, never followed.
+        points elsewhere, or whose row group fails its check, is rebuilt, never
+        followed. A key the sealed index lacks is not in the version.
         """
         for rebuild in (False, True):
-            found = self._lookup(self.key_index(rebuild=rebuild), key)
-            if found is None:  # the index was checked against its digest: a key it lacks is not in the version
+            try:
+                found = self._lookup(self.key_index(rebuild=rebuild), key)
+            except derived.Damaged as exc:
+                if rebuild:
+                    raise CorruptData(f"{exc} (after rebuilding it)") from exc
+                log.warning("%s; rebuilding the key index of %s", exc, self.ref)
+                continue
+            if found is None:
                 break
             shard, row = found
             if 0 <= shard < len(self.shards) and 0 <= row < self.shards[shard].rows:

@@ -7,6 +7,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import io
 import json
@@ -20,14 +21,15 @@ import pyarrow.compute as pc
 from .. import storage
 from ..catalog.version import DatasetVersion
 from ..errors import BatchscopeError
+from ..storage import derived
 from .fields import field_diffs, preview
 from .model import ROW_CHANGES, Counts, Duplicates, MatchSummary, RowChange, SchemaDiff, ShardDiff, VersionRef
 from .pairing import fetch_records, pair_edited
 from .rows import CODES, NAMES, PARTITION_ROWS, match_rows
 from .schema import MatchPlan, diff_schema, diff_shards
 
-#: Bumped whenever the change table or summary format changes, so stale cached diffs are ignored.
-FORMAT = 1
+#: Bumped whenever the change table or summary format changes, so stale cached diffs are ignored (2: sealed files).
+FORMAT = 2
 DEFAULT_SIMILARITY = 0.8
 DEFAULT_PAIRING_LIMIT = 10_000
 
@@ -306,38 +308,59 @@ def _duplicate_warnings(a: DatasetVersion, b: DatasetVersion, duplicates: Duplic
 # -- cache ----------------------------------------------------------------
 
 
-def _cache_paths(a: DatasetVersion, b: DatasetVersion, params: dict[str, Any]) -> tuple[str, str]:
+def recount(changes: pa.Table, a_rows: int, compared: int) -> tuple[Counts, dict[int, int]]:
+    """The counts (and changed rows per compared column, by position) that the change table ``changes`` implies for a
+    version ``a`` of ``a_rows`` rows: every row of ``a`` not in the table is unchanged."""
+    codes = changes.column("change").to_numpy()
+    by_code = np.bincount(codes.astype(np.int64), minlength=len(CODES)) if len(codes) else np.zeros(len(CODES), np.int64)
+    in_a = int((changes.column("a").to_numpy() >= 0).sum())
+    flat = pc.list_flatten(changes.column("columns").combine_chunks()).to_numpy(zero_copy_only=False).astype(np.int64)
+    if len(flat) and (flat.min() < 0 or flat.max() >= compared):
+        raise ValueError(f"the change table names column {int(flat.max())}, of {compared} compared")
+    per_column = np.bincount(flat, minlength=compared) if len(flat) else np.zeros(compared, np.int64)
+    counts = Counts(
+        added=int(by_code[CODES["added"]]),
+        removed=int(by_code[CODES["removed"]]),
+        changed=int(by_code[CODES["changed"]]),
+        edited=int(by_code[CODES["edited"]]),
+        unchanged=a_rows - in_a,
+    )
+    return counts, {i: int(n) for i, n in enumerate(per_column.tolist()) if n}
+
+
+def _cache_paths(a: DatasetVersion, b: DatasetVersion, params: dict[str, Any]) -> tuple[str, str, derived.Derivation]:
     digest = hashlib.sha256(json.dumps(params, sort_keys=True).encode()).hexdigest()[:24]
     directory = storage.join(a.root, "diffs", f"{a.id}..{b.id}")
-    return storage.join(directory, f"{digest}.json"), storage.join(directory, f"{digest}.arrow")
+    what = derived.Derivation("row-level diff", f"{a.id}..{b.id} {json.dumps(params, sort_keys=True)}", layout=FORMAT)
+    return storage.join(directory, f"{digest}.json"), storage.join(directory, f"{digest}.arrow"), what
 
 
 def _load(a: DatasetVersion, b: DatasetVersion, params: dict[str, Any]) -> tuple[MatchSummary, pa.Table] | None:
-    summary_path, table_path = _cache_paths(a, b, params)
-    if not storage.stat(summary_path).exists or not storage.stat(table_path).exists:
+    """The cached match, when both files are sealed for exactly this diff; its counts and per-column counts are
+    recounted from the change table (the summary file only adds duplicates and notes)."""
+    summary_path, table_path, what = _cache_paths(a, b, params)
+    data = derived.read_json(summary_path, what)
+    raw = derived.read_bytes(table_path, what) if isinstance(data, dict) else None
+    if raw is None:
         return None
-    try:
-        data = json.loads(storage.read_bytes(summary_path))
-        if data.get("params") != params:
-            return None
-        raw = storage.read_bytes(table_path)
-        if data.get("table_sha256") != hashlib.sha256(raw).hexdigest():
-            return None  # written by an older version, torn or edited: derived data is recomputed, never trusted
+
+    def decode() -> tuple[MatchSummary, pa.Table]:
         table = pa.ipc.open_file(pa.py_buffer(raw)).read_all()
-        return MatchSummary.from_json(data["summary"]), table
-    except (OSError, ValueError, KeyError, pa.ArrowInvalid):
-        return None  # an unreadable cache entry is recomputed and rewritten
+        stored = MatchSummary.from_json(data)
+        compared = params["compared"]
+        counts, columns = recount(table, a.rows, len(compared))
+        return dataclasses.replace(stored, counts=counts, columns={compared[i]: n for i, n in columns.items()}), table
+
+    return derived.guarded(table_path, what, decode)
 
 
 def _save(a: DatasetVersion, b: DatasetVersion, params: dict[str, Any], summary: MatchSummary, changes: pa.Table) -> None:
-    summary_path, table_path = _cache_paths(a, b, params)
+    summary_path, table_path, what = _cache_paths(a, b, params)
     buffer = io.BytesIO()
     with pa.ipc.new_file(buffer, changes.schema) as writer:
         writer.write_table(changes)
     try:
-        raw = buffer.getvalue()
-        storage.write_bytes_atomic(table_path, raw)
-        entry = {"params": params, "summary": summary.to_json(), "table_sha256": hashlib.sha256(raw).hexdigest()}
-        storage.write_bytes_atomic(summary_path, json.dumps(entry, indent=1).encode())
+        derived.write_bytes(table_path, buffer.getvalue(), what)
+        derived.write_json(summary_path, summary.to_json(), what)
     except OSError:
         pass  # derived data: a read-only catalog still diffs, it just does not remember

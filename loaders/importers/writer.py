@@ -10,11 +10,9 @@ version.
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import hashlib
 import os
 import shutil
-import time
 import uuid
 from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence, TypedDict, Unpack
 
@@ -22,6 +20,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from .. import storage
+from ..catalog.leftovers import STAGING_PREFIX, claim, sweep
 from ..catalog.store import CatalogStore, check_name
 from ..catalog.version import DatasetVersion
 from ..errors import BatchscopeError, RegistrationError
@@ -48,10 +47,6 @@ class ImportOptions(TypedDict, total=False):
 MAX_ROW_GROUP_ROWS = 1000
 #: ...and about this many (uncompressed) bytes, whichever is smaller; media rows get fewer rows per group.
 ROW_GROUP_BYTES = 2 << 20
-#: Staging directories are named ``.staging-<format>-<random>``, beside a ``.lock`` file their import holds.
-STAGING_PREFIX = ".staging-"
-#: A staging directory without a lock file (left by an older version) is stale after this long untouched.
-STALE_SECONDS = 600
 #: Shards hold about this many uncompressed bytes unless ``rows_per_shard`` says otherwise.
 SHARD_BYTES = 256 << 20
 
@@ -213,8 +208,7 @@ class Staging:
     def claim(self) -> None:
         """Hold the lock that marks the staging directory as in use (the kernel releases it if this process dies)."""
         os.makedirs(self.base, exist_ok=True)
-        self._owner = os.open(self.directory + ".lock", os.O_CREAT | os.O_RDWR, 0o644)
-        fcntl.flock(self._owner, fcntl.LOCK_EX)
+        self._owner = claim(self.directory + ".lock")
 
     def release(self) -> None:
         """Drop the staging lock and its file."""
@@ -268,7 +262,7 @@ def staged_import(catalog: CatalogStore, name: str, fmt: str) -> Iterator[Stagin
     check_name("dataset", name)
     if storage.is_remote(catalog.root):
         raise RegistrationError(f"importers write to local catalogs only; {catalog.root} is remote (import locally, then copy)")
-    remove_stale_staging(catalog.data_dir(name))
+    sweep(catalog.root)  # what killed imports and exclusions left, in every dataset's folder
     staging = Staging(catalog, name, fmt)
     try:
         staging.claim()
@@ -289,46 +283,6 @@ def staged_import(catalog: CatalogStore, name: str, fmt: str) -> Iterator[Stagin
         raise
     finally:
         staging.release()
-
-
-def remove_stale_staging(base: str) -> list[str]:
-    """Remove staging directories in ``base`` whose import died (SIGKILL, power loss); returns what was removed.
-
-    A live import holds a lock on ``<staging dir>.lock``; a directory whose lock
-    can be taken, or (written before imports took locks) that has no lock and
-    was last touched over ``STALE_SECONDS`` ago, is left over.
-    """
-    removed: list[str] = []
-    try:
-        entries = os.listdir(base)
-    except OSError:
-        return removed
-    for entry in entries:
-        if not entry.startswith(STAGING_PREFIX) or entry.endswith(".lock"):
-            continue
-        path = os.path.join(base, entry)
-        if _abandoned(path):
-            shutil.rmtree(path, ignore_errors=True)
-            with contextlib.suppress(OSError):
-                os.unlink(path + ".lock")
-            removed.append(path)
-    return removed
-
-
-def _abandoned(path: str) -> bool:
-    try:
-        handle = os.open(path + ".lock", os.O_RDWR)
-    except FileNotFoundError:
-        with contextlib.suppress(OSError):
-            return time.time() - os.stat(path).st_mtime > STALE_SECONDS
-        return False
-    try:
-        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        return False
-    finally:
-        os.close(handle)
-    return True
 
 
 def write_files(

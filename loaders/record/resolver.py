@@ -19,8 +19,11 @@ class KeyResolver:
     def __init__(self, version: DatasetVersion) -> None:
         self.version = version
         self.ref = version.ref
-        table = version.key_index().read()
-        self._rows = dict(zip(table.column("key").to_pylist(), zip(table.column("shard").to_pylist(), table.column("row").to_pylist())))
+        index = version.key_index()
+        self._rows: dict[str, tuple[int, int]] = {}
+        for group in range(index.num_row_groups):  # each row group checked against its seal as it is read
+            table = index.read_row_group(group)
+            self._rows.update(zip(table.column("key").to_pylist(), zip(table.column("shard").to_pylist(), table.column("row").to_pylist())))
 
     def find(self, key: str) -> tuple[int, int] | None:
         return self._rows.get(key)

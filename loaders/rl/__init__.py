@@ -5,8 +5,9 @@ inconsistent in it), ``episodes`` (one episode likewise, and its frames),
 ``columns`` (which columns hold them; reading only their small sub-columns),
 ``query`` (``RolloutQuery`` and the numpy ``RolloutIndex`` that answers it),
 ``index`` and ``episode_index`` (the indexes a version gets in the catalog,
-stamped derived files, see ``loaders.storage.derived``) and ``store`` (where they
-live, and the in-process memo of loaded ones).
+sealed derived files, see ``loaders.storage.derived``), ``confirm`` (an
+index checked against the rows a page read) and ``store`` (where they live,
+and the in-process memo of loaded ones).
 
 >>> from loaders.rl import RolloutIndex, RolloutQuery, rollout_facts
 >>> index = RolloutIndex.from_facts([rollout_facts({"reward": r, "group_id": "g"}) for r in (1.0, 1.0)])

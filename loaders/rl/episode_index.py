@@ -17,7 +17,7 @@ from ..storage import derived
 from .columns import scan
 from .episodes import episode_fields
 from .facts import number_text
-from .store import LAYOUT, MEMO, index_path, lock
+from .store import MEMO, derivation, index_path, lock
 
 SORTS = ("index", "return", "length")
 
@@ -84,8 +84,8 @@ def _episode_rows(table: pa.Table, first: int, *, column: str, key: str | None) 
     )
 
 
-def episode_table(root: str, version: DatasetVersion, column: str) -> pa.Table:
-    """The episode index of ``column`` of ``version``: one row of numbers per episode (built once, kept in the catalog's indexes)."""
+def _plan(version: DatasetVersion, column: str) -> tuple[list[str], str | None]:
+    """The columns an episode index reads of ``column`` (dotted paths), and the key column it records."""
     type_ = version.schema.field(column).type
     inner = type_ if pa.types.is_struct(type_) else getattr(type_, "value_type", None)
     if inner is None or not pa.types.is_struct(inner):
@@ -97,20 +97,61 @@ def episode_table(root: str, version: DatasetVersion, column: str) -> pa.Table:
         paths = [column]
     extra = [c for c in ("return", "termination", "env") if c in version.schema.names]
     key = version.key if version.key and version.key not in extra else None
-    columns = paths + extra + ([key] if key else [])
+    return paths + extra + ([key] if key else []), key
 
+
+def episode_table(root: str, version: DatasetVersion, column: str) -> pa.Table:
+    """The episode index of ``column`` of ``version``: one row of numbers per episode (built once, kept in the catalog's indexes)."""
+    columns, key = _plan(version, column)
     path = index_path(root, version, "episodes", column, "parquet")
 
     def load() -> pa.Table:
         with lock(path):
-            what = f"episode index of {version.ref} column {column!r}"
-            stored = derived.read_table(path, version_id=version.id, layout=LAYOUT, rows=version.rows, what=what)
+            what = derivation(version, "episode index", column)
+            stored = derived.read_table(path, what, rows=version.rows)
             if stored is not None:
                 return stored
             table = scan(version, columns, lambda t, first: _episode_rows(t, first, column=column, key=key), schema=EPISODE_SCHEMA)
-            return derived.write_table(path, table, version_id=version.id, layout=LAYOUT)
+            return derived.write_table(path, table, what)
 
     return MEMO.get((root, version.id, "episodes", column), load)
+
+
+def confirm_episodes(version: DatasetVersion, column: str, index: pa.Table, positions: list[int]) -> str | None:
+    """Why the episode index disagrees with the verified rows of the episodes at ``positions`` (None when it agrees):
+    their row groups are read (only the episode's columns) and their index rows computed again."""
+    columns, key = _plan(version, column)
+    shown = index.take(pa.array(positions, pa.int64())) if positions else index.slice(0, 0)
+    wanted: dict[tuple[int, int], list[int]] = {}
+    for record in shown.column("row").to_pylist():
+        shard, row = version.locate(int(record))
+        wanted.setdefault((shard, version.row_group_of(shard, row)[0]), []).append(int(record))
+    fresh = {}
+    for (shard, group), records in wanted.items():
+        first = version.index_of(shard, version._rg_starts[shard][group])
+        rows = _episode_rows(version._open(shard).read_row_group(group, columns=columns), first, column=column, key=key)
+        for record in records:
+            fresh[record] = {name: rows.column(name)[record - first].as_py() for name in rows.column_names}
+    for stored in shown.to_pylist():
+        again = fresh[stored["row"]]
+        for name, value in stored.items():
+            other = again[name]
+            same = value == other or (isinstance(value, float) and isinstance(other, float) and value != value and other != other)
+            if not same:
+                return f"episode at row {stored['row']} has {name} {value!r} in the index, {other!r} in its row"
+    return None
+
+
+def rebuild_episode_table(root: str, version: DatasetVersion, column: str) -> pa.Table:
+    """Build the episode index of ``column`` of ``version`` again from its verified rows, store it and use it."""
+    columns, key = _plan(version, column)
+    path = index_path(root, version, "episodes", column, "parquet")
+    memo = (root, version.id, "episodes", column)
+    with lock(path):
+        MEMO.forget(memo)
+        table = scan(version, columns, lambda t, first: _episode_rows(t, first, column=column, key=key), schema=EPISODE_SCHEMA)
+        table = derived.write_table(path, table, derivation(version, "episode index", column))
+    return MEMO.get(memo, lambda: table)
 
 
 def episode_order(index: pa.Table, sort: str) -> np.ndarray:

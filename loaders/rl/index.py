@@ -11,6 +11,7 @@ in-process LRU; numeric columns are zero-copy views of the file's buffers.
 from __future__ import annotations
 
 import json
+import logging
 from typing import Any, Sequence
 
 import numpy as np
@@ -23,8 +24,9 @@ from ..storage import derived
 from .columns import scan, step_column, struct_fields
 from .facts import BAD_ADVANTAGE, BAD_REWARD, LOGPROBS_LENGTH, NO_COMPLETION_IDS, NO_GROUP, REF_LENGTH
 from .query import GROUP_ARRAYS, ROW_ARRAYS, SCHEMA, RolloutIndex
-from .store import LAYOUT, MEMO, index_path, lock
+from .store import MEMO, derivation, index_path, lock
 
+log = logging.getLogger(__name__)
 _SUBFIELDS = ("group_id", "prompt", "reward", "advantage", "completion_ids", "logprobs", "ref_logprobs", "finish_reason")
 
 
@@ -121,29 +123,40 @@ def _view(column: pa.ChunkedArray) -> np.ndarray:
 
 
 def save_index(root: str, version: DatasetVersion, column: str, index: RolloutIndex) -> None:
-    """Store ``index`` as the two stamped files of ``column`` of ``version`` (groups first, then rows), each atomically."""
+    """Store ``index`` as the two sealed files of ``column`` of ``version`` (groups first, then rows), each atomically;
+    a catalog that cannot be written (read-only) keeps only the loaded index (it is built again by the next process)."""
+    try:
+        _save_index(root, version, column, index)
+    except OSError as exc:
+        log.warning("cannot keep the rollout index of %s column %r (%s); it is kept in memory only", version.ref, column, exc)
+
+
+def _save_index(root: str, version: DatasetVersion, column: str, index: RolloutIndex) -> None:
     rows_path, groups_path = _paths(root, version, column)
     arrays = {name: getattr(index, name) for name in GROUP_ARRAYS}
     arrays["zero_variance"] = arrays["zero_variance"].astype(np.uint8)
     groups = pa.table({**arrays, "group_id": index.group_ids})
     rows = pa.table({name: getattr(index, name) for name in ROW_ARRAYS})
     rows = rows.replace_schema_metadata({"finish_names": json.dumps(index.finish_names)})
-    derived.write_table(groups_path, groups, version_id=version.id, layout=LAYOUT)
-    derived.write_table(rows_path, rows, version_id=version.id, layout=LAYOUT)
+    derived.write_table(groups_path, groups, derivation(version, "rollout groups", column))
+    derived.write_table(rows_path, rows, derivation(version, "rollout rows", column))
 
 
 def load_index(root: str, version: DatasetVersion, column: str) -> RolloutIndex | None:
     """The stored index of ``column`` of ``version``, or ``None`` when there is none or either file's stamp does not
     match (another version, another layout, torn or edited): it is then rebuilt."""
     rows_path, groups_path = _paths(root, version, column)
-    what = f"rollout index of {version.ref} column {column!r}"
-    rows = derived.read_table(rows_path, version_id=version.id, layout=LAYOUT, rows=version.rows, what=what)
-    groups = derived.read_table(groups_path, version_id=version.id, layout=LAYOUT, what=what) if rows is not None else None
+    rows = derived.read_table(rows_path, derivation(version, "rollout rows", column), rows=version.rows)
+    groups = derived.read_table(groups_path, derivation(version, "rollout groups", column)) if rows is not None else None
     if rows is None or groups is None:
         return None
-    names = json.loads((rows.schema.metadata or {}).get(b"finish_names", b"[]"))
-    arrays = lambda t, names: {n: _view(t.column(n)) for n in names}  # noqa: E731
-    return RolloutIndex(arrays(rows, ROW_ARRAYS), arrays(groups, GROUP_ARRAYS), groups.column("group_id").combine_chunks(), names)
+
+    def decode() -> RolloutIndex:
+        names = json.loads((rows.schema.metadata or {}).get(b"finish_names", b"[]"))
+        arrays = lambda t, names: {n: _view(t.column(n)) for n in names}  # noqa: E731
+        return RolloutIndex(arrays(rows, ROW_ARRAYS), arrays(groups, GROUP_ARRAYS), groups.column("group_id").combine_chunks(), names)
+
+    return derived.guarded(rows_path, derivation(version, "rollout rows", column), decode)
 
 
 def version_index(root: str, version: DatasetVersion, column: str) -> RolloutIndex:
@@ -158,6 +171,17 @@ def version_index(root: str, version: DatasetVersion, column: str) -> RolloutInd
             return found
 
     return MEMO.get((root, version.id, "rollouts", column), load)
+
+
+def rebuild_index(root: str, version: DatasetVersion, column: str) -> RolloutIndex:
+    """Build the rollout index of ``column`` of ``version`` again from its verified rows (after the stored one
+    disagreed with rollouts a page read), store it and use it from now on."""
+    key = (root, version.id, "rollouts", column)
+    with lock(_paths(root, version, column)[0]):
+        MEMO.forget(key)
+        found = RolloutIndex.compute(build_rollout_rows(version, column))
+        save_index(root, version, column, found)
+    return MEMO.get(key, lambda: found)
 
 
 def available_index(root: str, version: DatasetVersion, column: str, *, build_rows: int) -> RolloutIndex | None:

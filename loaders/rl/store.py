@@ -1,14 +1,15 @@
 """Where the RL indexes of a version live in the catalog, and the small in-process memory of the loaded ones.
 
 Each is a derived table (``loaders.storage.derived``) at
-``{root}/indexes/{dataset}/{version id}.{kind}.{column}.{part}``, stamped with
-its version id, layout, row count and content digest beside the key index;
-one that does not match is rebuilt. Registered files are never touched.
+``{root}/indexes/{dataset}/{version id}.{kind}.{column}.{part}``, sealed for its
+version, column and layout beside the key index; one that fails its check or
+cannot be decoded is rebuilt. Registered files are never touched.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 import threading
 from collections import OrderedDict
@@ -16,10 +17,21 @@ from typing import Any, Callable
 
 from .. import storage
 from ..catalog.version import DatasetVersion
+from ..storage import derived
 
 #: Layout of the RL index files. 3 named the layout in the file name and kept a sha256 file beside each; since 4 the
-#: layout is in the stamp, so files of any other layout (or none) are rebuilt where they are found.
-LAYOUT = 4
+#: layout is in the stamp (since 5 under a seal), so files of any other layout (or none) are rebuilt where they are found.
+LAYOUT = 5
+
+
+def derivation(version: DatasetVersion, kind: str, column: str) -> derived.Derivation:
+    """What the ``kind`` index of ``column`` of ``version`` is, for its seal.
+
+    >>> from types import SimpleNamespace
+    >>> derivation(SimpleNamespace(id="0f3a"), "rollout rows", "rollout").source
+    '0f3a column "rollout"'
+    """
+    return derived.Derivation(kind, f"{version.id} column {json.dumps(column)}", layout=LAYOUT)
 
 
 def index_path(root: str, version: DatasetVersion, kind: str, column: str, part: str) -> str:
@@ -66,6 +78,11 @@ class Memo:
             while len(self.items) > self.size:
                 self.items.popitem(last=False)
         return value
+
+    def forget(self, key: tuple[str, ...]) -> None:
+        """Forget one loaded index."""
+        with self.lock:
+            self.items.pop(key, None)
 
     def clear(self) -> None:
         """Forget every loaded index (what a new process starts with)."""

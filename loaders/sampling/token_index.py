@@ -5,8 +5,10 @@ transforms make of records ``[c·C, (c+1)·C)``. Document transforms are keyed
 per record (not per epoch or stream), so the counts hold for every epoch.
 The array (one int64 per chunk, i.e. one number per ``C`` records) is stored
 under the catalog's ``token-counts/`` folder by a key naming everything it
-depends on, and its SHA-256 is recorded in the run manifest: a file that does
-not match is rebuilt, and a rebuild that still does not match is refused.
+depends on, sealed (``loaders.storage.derived``), and the SHA-256 of the counts
+is recorded in the run manifest: a file that does not match is rebuilt, and a
+rebuild that still does not match is refused. A run being created believes only
+a file this installation sealed.
 
 Beside it, for runs created since, the token count of every *record* (the
 smallest unsigned dtype that holds them) is stored and pinned the same way.
@@ -29,6 +31,7 @@ import numpy as np
 
 from .. import storage
 from ..errors import CorruptData
+from ..storage import derived
 
 #: Records tokenized per batch while building (bounded memory, one ``encode_batch`` each).
 BUILD_BATCH = 4096
@@ -82,20 +85,41 @@ def chunk_sums(record_counts: np.ndarray, chunk: int) -> np.ndarray:
     return np.add.reduceat(record_counts.astype(np.int64), np.arange(0, len(record_counts), chunk))
 
 
+def _derivation(path: str) -> derived.Derivation:
+    """What the counts stored at ``path`` are: their file name is the content key naming every input."""
+    return derived.Derivation("token counts", path.rsplit("/", 1)[-1])
+
+
+def _stored(path: str, expected: str | None) -> tuple[np.ndarray, str] | None:
+    """The counts stored at ``path`` when they can be believed: pinned by ``expected`` (the digest a run recorded), or,
+    for a run being created, sealed by this installation."""
+    if not storage.stat(path).exists:
+        return None
+    data = storage.read_bytes(path)
+    what = _derivation(path)
+    if expected is None:
+        payload = derived.guarded(path, what, lambda: derived.unwrap(data, what))
+    else:  # pinned by the run's manifest: the sealed envelope's payload, or a bare file from before seals
+        payload = (
+            derived.guarded(path, what, lambda: derived.unwrap(data, what, sealed=False)) if data.startswith(derived.ENVELOPE) else data
+        )
+        if payload is not None and hashlib.sha256(payload).hexdigest() != expected:
+            payload = None
+    if payload is None:
+        return None
+    counts = derived.guarded(path, what, lambda: np.load(io.BytesIO(payload), allow_pickle=False))
+    return None if counts is None else (counts, hashlib.sha256(payload).hexdigest())
+
+
 def load_or_build(path: str, expected: str | None, build: Callable[[], np.ndarray]) -> tuple[np.ndarray, str]:
     """The counts stored at ``path`` if they hash to ``expected``; else rebuilt, checked and stored.
 
-    ``expected`` None (a run being created) accepts a stored file or builds one.
-    Returns the counts and their digest.
+    ``expected`` None (a run being created) accepts only a file this
+    installation sealed, or builds one. Returns the counts and their digest.
     """
-    if storage.stat(path).exists:
-        data = storage.read_bytes(path)
-        found = hashlib.sha256(data).hexdigest()
-        if expected is None or found == expected:
-            try:
-                return np.load(io.BytesIO(data), allow_pickle=False), found
-            except ValueError:
-                pass  # unreadable: rebuilt below
+    found = _stored(path, expected)
+    if found is not None:
+        return found
     counts = build()
     made = digest(counts)
     if expected is not None and made != expected:
@@ -103,5 +127,5 @@ def load_or_build(path: str, expected: str | None, build: Callable[[], np.ndarra
             f"token counts {path}: rebuilding them gives digest {made[:16]}…, but the run recorded {expected[:16]}… "
             "(the documents or a document transform no longer give the same tokens)"
         )
-    storage.write_bytes_atomic(path, _encode(counts))
+    derived.write_bytes(path, _encode(counts), _derivation(path))
     return counts, made

@@ -1,5 +1,5 @@
 """Storage: URIs to files, byte ranges and atomic writes (local, S3, HTTP), with retries, caches, thread pools,
-the checks of Parquet bytes (footers, page headers, shards) and the stamps of derived files.
+the checks of Parquet bytes (footers, page headers, shards) and derived files with their seals.
 
 ``loaders.storage`` itself is the file API every layer above uses (``storage.read_range(uri, offset, length)``,
 ``storage.write_bytes_atomic``...); it is :mod:`loaders.storage.files`, re-exported.

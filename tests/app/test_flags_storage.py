@@ -38,6 +38,8 @@ report["home_error"] = BeautifulSoup(home.text, "html.parser").select_one("#rece
 report["sample"] = sample.status_code
 form = BeautifulSoup(sample.text, "html.parser").select_one(".error-inline")
 report["sample_error"] = form.get_text() if form else None
+exported = client.get("/flags.jsonl")
+report["jsonl"], report["jsonl_body"] = exported.status_code, exported.text
 print(json.dumps(report))
 """
 
@@ -55,4 +57,6 @@ def test_a_full_disk_makes_flag_writes_one_clear_error_and_pages_still_render(in
     assert report["home"] == 200 and report["sample"] == 200, report
     assert "flags database" in report["home_error"] and "flags database" in report["sample_error"], report
     assert "Traceback" not in result.stderr
+    # the export answers 503 with the error before sending a byte of JSON lines (never a 200 cut off)
+    assert report["jsonl"] == 503 and "flags database" in report["jsonl_body"], report
     assert [f.note for f in FlagStore(flags_path).list()] == ["stored before the disk filled"]  # nothing torn, nothing half-written

@@ -87,7 +87,10 @@ def test_media_serves_stored_bytes_immutably(client: TestClient, inspector_catal
     assert etag == '"' + hashlib.sha256(bytes([3]) * 4).hexdigest()[:40] + '"'
     again = client.get(url, headers={"If-None-Match": etag})
     assert again.status_code == 304 and again.content == b""
-    missing = client.get(urls.media("docs", version.id, "doc-3", "text"))
-    assert missing.status_code == 404 and "holds no stored bytes" in soup(missing).select_one(".message").get_text()
+    text = client.get(urls.media("docs", version.id, "doc-3", "text"))  # a text field: its whole value, as UTF-8
+    assert text.status_code == 200 and text.content == version.sample("doc-3")["text"].encode()
+    assert text.headers["content-type"] == "text/plain; charset=utf-8" and text.headers["content-disposition"].startswith("attachment;")
+    missing = client.get(urls.media("docs", version.id, "no-such-key", "text"))
+    assert missing.status_code == 404 and "no row with key" in soup(missing).select_one(".message").get_text()
     sample = soup(client.get(urls.sample("docs", version.id, "doc-3")))
     assert sample.select_one(".binary a[download]")["href"] == url

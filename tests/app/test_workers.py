@@ -38,7 +38,7 @@ def test_two_worker_processes_serve_the_same_catalog(inspector_catalog: Catalog,
 
 
 def test_request_threads_bounds_the_requests_a_process_works_on_at_once(inspector_catalog: Catalog, tmp_path: Path) -> None:
-    """Sync routes run in anyio's worker threads; the setting is that pool's size in the serving event loop."""
+    """The setting is the number of slots of the process's gate (``app.fair``), and worker threads outnumber them."""
     import anyio.to_thread
 
     from app.factory import create_app
@@ -52,4 +52,5 @@ def test_request_threads_bounds_the_requests_a_process_works_on_at_once(inspecto
         app = create_app(Settings(root=inspector_catalog.root, flags_path=str(tmp_path / "f.sqlite"), request_threads=threads))
         with local_client(app) as client:
             assert client.get("/datasets/docs").status_code == 200
-            assert client.portal.call(pool_size) == threads
+            assert app.state.gate.slots == threads and app.state.gate.running == 0
+            assert client.portal.call(pool_size) > threads

@@ -72,14 +72,15 @@ def served(
 ) -> Iterator[Server]:
     """Serve the catalog at ``root`` with ``batchscope serve --host host`` (no ``--host`` when None) until the block ends.
 
-    ``BATCHSCOPE_*`` variables of this process are not passed on (only ``env``); stdout and stderr go to files in ``logs``.
+    ``BATCHSCOPE_*`` variables of this process are not passed on (only ``env``, and the seal key's file, which every
+    process of the tests shares); stdout and stderr go to files in ``logs``.
     ``limits`` maps ``resource.RLIMIT_*`` to the value the server runs under (a memory cap, say).
     ``wrapper`` runs the server under another command (such as ``prlimit --as=...``).
     """
     port = free_port()
     logs.mkdir(parents=True, exist_ok=True)
     stdout, stderr = logs / f"serve-{port}.out", logs / f"serve-{port}.err"
-    environment = {k: v for k, v in os.environ.items() if not k.startswith("BATCHSCOPE_")}
+    environment = {k: v for k, v in os.environ.items() if not k.startswith("BATCHSCOPE_") or k == "BATCHSCOPE_DERIVED_KEY_FILE"}
     environment.update(env or {})
     with open(stdout, "wb") as out, open(stderr, "wb") as err:
         process = subprocess.Popen(

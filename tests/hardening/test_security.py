@@ -6,6 +6,7 @@ from __future__ import annotations
 import http.client
 import os
 import re
+import time
 from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any, Callable, Iterator
@@ -19,7 +20,7 @@ from starlette.routing import Mount
 
 from app import urls
 from app.factory import create_app
-from app.security import CSP
+from app.security import CSP, session_value
 from app.settings import Settings
 from app.templating import STATIC_DIR, TEMPLATES_DIR
 from loaders import Catalog, DecodeError, ReadPlan, Source
@@ -169,6 +170,36 @@ def test_the_login_cookie_opens_pages_json_and_media(make_client: Callable[..., 
     login = client.post(urls.login(), data={"token": TOKEN, "next": protected[0], "csrf_token": form_token(client)})
     assert login.status_code == 303 and login.headers["location"] == protected[0]
     assert [client.get(u).status_code for u in protected] == [200, 200, 200]
+    cookie = login.headers["set-cookie"]
+    assert TOKEN not in cookie and "Max-Age=604800" in cookie and "HttpOnly" in cookie  # a derived, expiring value
+    session = client.cookies["batchscope_token"]
+    rotated = make_client(token=TOKEN + "-rotated")  # the token changed: every session made for the old one ends
+    rotated.cookies.set("batchscope_token", session)
+    assert [rotated.get(u).status_code for u in protected] == [303, 401, 303]
+    client.cookies.clear()
+    client.cookies.set("batchscope_token", session_value(TOKEN, expires=int(time.time()) - 1))  # expired
+    assert [client.get(u).status_code for u in protected] == [303, 401, 303]
+    client.cookies.clear()
+    client.cookies.set("batchscope_token", TOKEN)  # the raw token is not a session
+    assert [client.get(u).status_code for u in protected] == [303, 401, 303]
+
+
+def test_every_route_answers_head_like_get_without_a_body(make_client: Callable[..., TestClient], catalog: Catalog) -> None:
+    client = make_client()
+    paths = sorted({path for method, path in guarded_routes(client.app) if method == "GET"}) + [urls.static("app.css"), urls.login()]
+    assert len(paths) >= 35
+    for template in paths:
+        url = concrete(template, route_values(catalog))
+        got, head = client.get(url), client.head(url)
+        assert head.status_code == got.status_code, (url, got.status_code, head.status_code)
+        assert head.content == b"", url
+        for header in ("content-type", "content-length", "etag", "location", "content-security-policy"):
+            assert head.headers.get(header) == got.headers.get(header), (url, header)
+    posted_only = [
+        path for method, path in guarded_routes(client.app) if method == "POST" and ("GET", path) not in guarded_routes(client.app)
+    ]
+    for template in posted_only:  # HEAD, like GET, is not a method of a POST-only route
+        assert client.head(concrete(template, route_values(catalog))).status_code == 405, template
 
 
 def test_without_a_token_setting_nothing_asks_for_one(make_client: Callable[..., TestClient], catalog: Catalog) -> None:

@@ -15,6 +15,7 @@ import pytest
 from bs4 import BeautifulSoup
 
 from app import urls
+from app.security import session_value
 from loaders import Catalog
 from tests.conftest import build_inspector_catalog
 from tests.corpus.server import Server, served
@@ -147,6 +148,32 @@ def test_other_host_names_are_refused(server: Server) -> None:
     for host in (REBIND + f":{server.port}", "127.0.0.1.evil.example", "localhost.evil.example"):
         assert request(server, "GET", "/flags.jsonl", host=host)[0] == 421, host
     assert request(server, "GET", "/flags.jsonl", host="")[0] in (400, 421)  # no name at all
+    strict = (
+        f"127.0.0.1:{server.port}@evil.example",  # userinfo
+        f"evil.example@127.0.0.1:{server.port}",
+        f"127.0.0.1:{server.port}, evil.example",  # lists
+        "localhost,localhost",
+        "localhost:0",  # bad ports
+        "localhost:65536",
+        "localhost:80a",
+        "localhost:",
+        "localhost: 80",
+        "::1",  # an IPv6 address needs brackets
+        "[::1",
+        "[::1]x",
+        "local host",
+    )
+    for host in strict:
+        assert request(server, "GET", "/flags.jsonl", host=host)[0] in (400, 421), host
+    duplicated = http.client.HTTPConnection("127.0.0.1", server.port, timeout=60)
+    try:  # two Host headers, the first one allowed
+        duplicated.putrequest("GET", "/flags.jsonl", skip_host=True, skip_accept_encoding=True)
+        duplicated.putheader("Host", f"127.0.0.1:{server.port}")
+        duplicated.putheader("Host", REBIND)
+        duplicated.endheaders()
+        assert duplicated.getresponse().status in (400, 421)
+    finally:
+        duplicated.close()
     for host in (f"127.0.0.1:{server.port}", f"localhost:{server.port}", "localhost", f"[::1]:{server.port}", "LOCALHOST"):
         assert request(server, "GET", "/flags.jsonl", host=host)[0] == 200, host
     status, _, _ = request(server, "POST", urls.api(urls.flags()), host=REBIND, headers={"Content-Type": "application/json"}, body=b"{}")
@@ -165,14 +192,21 @@ def test_allowed_hosts_setting_names_the_hosts(catalog: Catalog, tmp_path: Path)
 def test_unrelated_cookies_never_hide_the_token(catalog: Catalog, tmp_path: Path) -> None:
     with _serve(catalog, tmp_path, BATCHSCOPE_TOKEN=TOKEN) as guarded:
         api = urls.api(urls.home())
+        session = session_value(TOKEN, expires=int(time.time()) + 3600)  # what the login page's cookie holds
         for cookie in (
-            f'prefs={{"a":1}}; batchscope_token={TOKEN}',
-            f'batchscope_token={TOKEN}; prefs={{"a":1}}',
-            f'theme="dark; batchscope_token={TOKEN}',
-            f"a=b;;; c; batchscope_token={TOKEN}; d=[1,2]",
+            f'prefs={{"a":1}}; batchscope_token={session}',
+            f'batchscope_token={session}; prefs={{"a":1}}',
+            f'theme="dark; batchscope_token={session}',
+            f"a=b;;; c; batchscope_token={session}; d=[1,2]",
         ):
             assert request(guarded, "GET", api, headers={"Cookie": cookie})[0] == 200, cookie
-        for cookie in ('prefs={"a":1}', f"batchscope_token={TOKEN}x", f"other_batchscope_token={TOKEN}", ""):
+        for cookie in (
+            'prefs={"a":1}',
+            f"batchscope_token={session}x",
+            f"other_batchscope_token={session}",
+            f"batchscope_token={TOKEN}",
+            "",
+        ):
             assert request(guarded, "GET", api, headers={"Cookie": cookie})[0] == 401, cookie
 
 

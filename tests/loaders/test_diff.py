@@ -249,6 +249,28 @@ def test_an_edited_cached_match_is_recomputed_not_served(tmp_path):
     assert again.counts == first.counts and again.changes.equals(first.changes)
 
 
+def test_counts_are_recounted_from_the_change_table_never_read_from_the_summary(tmp_path):
+    """The summary file's counts are never shown: a diff's counts are those its sealed change table implies, and a
+    summary edited with its SHA-256 recomputed fails its seal and is recomputed."""
+    from loaders.diff.engine import recount
+    from loaders.storage import derived
+
+    catalog, a, b, first = _cached_diff(tmp_path)
+    assert recount(first.changes, a.rows, len(first.schema.compared))[0] == first.counts
+    directory = catalog.path("diffs", f"{a.id}..{b.id}")
+    [summary_file] = [os.path.join(directory, n) for n in os.listdir(directory) if n.endswith(".json")]
+    raw = open(summary_file, "rb").read()
+    header_end = raw.index(b"\n", len(derived.ENVELOPE))
+    header, payload = json.loads(raw[len(derived.ENVELOPE) : header_end]), json.loads(raw[header_end + 1 :])
+    payload["counts"] = {"added": 0, "removed": 0, "changed": 0, "edited": 0, "unchanged": 6}
+    body = json.dumps(payload).encode()
+    header.update(size=len(body), sha256=hashlib.sha256(body).hexdigest())
+    with open(summary_file, "wb") as out:
+        out.write(derived.ENVELOPE + json.dumps(header).encode() + b"\n" + body)
+    again = diff_versions(a, b)
+    assert again.counts == first.counts and not again.identical
+
+
 def test_keyless_near_duplicate_rows_are_paired_as_edited(tmp_path):
     catalog = Catalog(str(tmp_path / "catalog"))
     schema = pa.schema([("text", pa.string()), ("score", pa.float64())])

@@ -17,9 +17,10 @@ import pyarrow.parquet as pq
 import pytest
 
 from loaders import AmbiguousKey, Catalog, CatalogCorrupt, CorruptData, MediaChanged, RegistrationError, SampleNotFound, VersionNotFound
-from loaders.catalog.keys import index_metadata, suffixed_keys
-from loaders.catalog.version import _OPEN, _VERIFIED_INDEXES, clear_read_caches
+from loaders.catalog.keys import suffixed_keys
+from loaders.catalog.version import _OPEN, clear_read_caches
 from loaders.importers import import_jsonl
+from loaders.storage import derived
 from tests.corpus import media_faults as media
 from tests.corpus import parquet_faults as faults
 from tests.corpus.legacy import register_unchecked
@@ -40,7 +41,6 @@ def _fresh_process_state() -> None:
     """What a new process would start with: no open shards, no decoded row groups, no checked indexes."""
     clear_read_caches()
     _OPEN.clear()
-    _VERIFIED_INDEXES.clear()
 
 
 @pytest.fixture
@@ -127,9 +127,15 @@ def _tamper_index(version, *, keep_digest: bool) -> Path:
     rows = table.column("row").to_pylist()
     i, j = keys.index("k0"), keys.index("k3")
     rows[i], rows[j] = rows[j], rows[i]
-    forged = table.set_column(2, "row", pa.array(rows, pa.int64())).replace_schema_metadata(None)
-    if keep_digest:  # a careful forger recomputes what the index carries about itself
-        forged = forged.replace_schema_metadata(index_metadata(forged, version.id))
+    forged = table.set_column(2, "row", pa.array(rows, pa.int64()))
+    if keep_digest:  # a careful forger recomputes every digest the index carries about itself
+        meta = dict(forged.schema.metadata)
+        groups = json.loads(meta[derived.GROUP_DIGESTS])
+        groups[0]["digest"] = derived.table_digest(forged.replace_schema_metadata(None))
+        meta[derived.GROUP_DIGESTS] = json.dumps(groups).encode()
+        forged = forged.replace_schema_metadata(meta)
+    else:
+        forged = forged.replace_schema_metadata(None)
     pq.write_table(forged, path)
     return path
 
@@ -164,7 +170,7 @@ def test_an_index_without_metadata_from_an_older_version_is_rebuilt(catalog: Cat
     pq.write_table(pq.read_table(path).replace_schema_metadata(None), path)
     _fresh_process_state()
     assert catalog.resolve("a").find("z") == (0, 2)
-    assert pq.read_schema(path).metadata[b"batchscope.version"] == version.id.encode()
+    assert derived.open_row_groups(str(path), derived.Derivation("key index", version.id, layout=2)) is not None
 
 
 # -- keys unique or said to be -----------------------------------------------------------------
@@ -283,18 +289,25 @@ with staged_import(Catalog(sys.argv[1]), "texts", "jsonl") as staging:
 """
 
 
-def test_an_import_killed_by_sigkill_is_cleaned_up_by_the_next_one(catalog: Catalog, tmp_path: Path) -> None:
+@pytest.mark.parametrize("next_one", ["import of the same dataset", "register of another dataset", "import of another dataset"])
+def test_an_import_killed_by_sigkill_is_cleaned_up_by_the_next_one(catalog: Catalog, tmp_path: Path, next_one: str) -> None:
     process = subprocess.Popen([sys.executable, "-c", HOLD_AN_IMPORT, catalog.root], stdout=subprocess.PIPE, text=True)
     try:
         staging = Path(process.stdout.readline().strip())
         assert staging.is_dir() and staging.name.startswith(".staging-jsonl-")
         survivor = import_jsonl(catalog, "texts", [_jsonl(tmp_path)], key="id")  # a live import's staging is left alone
-        assert staging.is_dir() and survivor.rows == 2
+        catalog.register("bystander", [_write(tmp_path / "b.parquet", _texts(["p"]))], key="id")  # by any writer
+        assert staging.is_dir() and Path(str(staging) + ".lock").exists() and survivor.rows == 2
     finally:
         process.send_signal(signal.SIGKILL)
         process.wait()
     assert staging.is_dir()  # SIGKILL ran no cleanup
-    import_jsonl(catalog, "texts", [_jsonl(tmp_path)], key="id")
+    if next_one == "import of the same dataset":
+        import_jsonl(catalog, "texts", [_jsonl(tmp_path)], key="id")
+    elif next_one == "import of another dataset":
+        import_jsonl(catalog, "others", [_jsonl(tmp_path)], key="id")
+    else:
+        catalog.register("another", [_write(tmp_path / "c.parquet", _texts(["q"]))], key="id")
     assert not staging.exists() and not Path(str(staging) + ".lock").exists()
     assert [p.name for p in staging.parent.iterdir() if p.name.startswith(".staging-")] == []
 

@@ -1,8 +1,10 @@
-"""The RL indexes are derived files (``loaders.storage.derived``): stamped with their version, layout, row count and digest, and
-rebuilt, never trusted, when a file is edited, torn, of another version or from an older layout."""
+"""The RL indexes are derived files (``loaders.storage.derived``): sealed for their version, column and layout, and
+rebuilt, never trusted, when a file is edited (even with its digest recomputed), torn, of another version or from an older
+layout."""
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import shutil
 from pathlib import Path
@@ -15,7 +17,7 @@ import pytest
 
 from loaders import Catalog, DatasetVersion
 from loaders.rl import episode_table, version_index
-from loaders.rl.store import LAYOUT, MEMO, index_path
+from loaders.rl.store import MEMO, derivation, index_path
 from loaders.storage import derived
 from tests.loaders.test_rl import ROWS, register, register_episodes
 
@@ -53,10 +55,9 @@ def test_the_index_files_carry_their_version_and_layout(two_versions: tuple[Cata
     catalog, first, _ = two_versions
     version_index(catalog.root, first, "rollout")
     rows, groups = (read_ipc(path) for path in rollout_files(catalog, first))
-    for table in (rows, groups):
-        meta = table.schema.metadata
-        assert meta[derived.VERSION] == first.id.encode() and meta[derived.LAYOUT] == str(LAYOUT).encode()
-        assert derived.problem(table, version_id=first.id, layout=LAYOUT) is None
+    for table, kind in ((rows, "rollout rows"), (groups, "rollout groups")):
+        assert derived.problem(table, derivation(first, kind, "rollout")) is None
+        assert derived.problem(table, derivation(_, kind, "rollout")) is not None  # not the other version's
     assert rows.num_rows == first.rows and groups.column("group_id").to_pylist() == ["a", "b", "c"]
 
 
@@ -72,16 +73,22 @@ def _unstamped(table: pa.Table, version: DatasetVersion, column: str) -> pa.Tabl
 
 
 def _older_layout(table: pa.Table, version: DatasetVersion, column: str) -> pa.Table:
-    """A consistent stamp of this version, but of layout 3, and ``column`` forged."""
-    return derived.stamp(_edited(table, version, column), version_id=version.id, layout=3)
+    """A seal of this version, but of layout 3, and ``column`` forged."""
+    older = dataclasses.replace(derivation(version, "rollout rows", "rollout"), layout=3)
+    return derived.stamp(_edited(table, version, column), older)
 
 
 def _restamped(table: pa.Table, version: DatasetVersion, column: str) -> pa.Table:
-    """``column`` forged with a stamp recomputed for it: the one forgery a stamp cannot tell (shown for contrast)."""
-    return derived.stamp(_edited(table, version, column), version_id=version.id, layout=LAYOUT)
+    """``column`` forged with its row count and digest recomputed, and the seal of the honest file kept."""
+    forged = _edited(table, version, column)
+    meta = dict(table.schema.metadata)
+    meta[derived.DIGEST] = derived.table_digest(forged.replace_schema_metadata(None)).encode()
+    return forged.replace_schema_metadata(meta)
 
 
-@pytest.mark.parametrize("forge", [_edited, _unstamped, _older_layout], ids=["edited", "unstamped", "older-layout"])
+@pytest.mark.parametrize(
+    "forge", [_edited, _unstamped, _older_layout, _restamped], ids=["edited", "unstamped", "older-layout", "digest-recomputed"]
+)
 def test_a_stale_rollout_index_is_rebuilt(
     two_versions: tuple[Catalog, DatasetVersion, DatasetVersion], forge: Callable, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -93,17 +100,8 @@ def test_a_stale_rollout_index_is_rebuilt(
     with caplog.at_level(logging.WARNING, logger="loaders.storage.derived"):
         rebuilt = version_index(catalog.root, first, "rollout").reward
     assert np.array_equal(rebuilt, expected, equal_nan=True) and 99.0 not in rebuilt
-    assert f"rebuilding the rollout index of {first.ref}" in caplog.text
-    assert derived.problem(read_ipc(rows_file), version_id=first.id, layout=LAYOUT) is None  # rewritten, stamped
-
-
-def test_a_restamped_forgery_is_what_a_stamp_cannot_tell(two_versions: tuple[Catalog, DatasetVersion, DatasetVersion]) -> None:
-    catalog, first, _ = two_versions
-    version_index(catalog.root, first, "rollout")
-    rows_file, _ = rollout_files(catalog, first)
-    write_ipc(rows_file, _restamped(read_ipc(rows_file), first, "reward"))
-    MEMO.clear()
-    assert 99.0 in version_index(catalog.root, first, "rollout").reward  # derived data is checked, not signed
+    assert f"rebuilding the rollout rows of {first.id}" in caplog.text
+    assert derived.problem(read_ipc(rows_file), derivation(first, "rollout rows", "rollout")) is None  # rewritten, sealed
 
 
 def test_another_versions_index_or_garbage_is_rebuilt(
@@ -118,7 +116,7 @@ def test_another_versions_index_or_garbage_is_rebuilt(
     MEMO.clear()
     with caplog.at_level(logging.WARNING, logger="loaders.storage.derived"):
         assert version_index(catalog.root, second, "rollout").group_ids.to_pylist() == ["z", "b", "c"]
-    assert "carries no or another version id" in caplog.text
+    assert "not sealed by this installation" in caplog.text
     for path in rollout_files(catalog, second):
         path.write_bytes(b"not an arrow file")
         MEMO.clear()
@@ -139,7 +137,7 @@ def test_files_of_the_older_layout_are_left_aside_and_a_new_index_is_built(
     assert old.read_bytes() == b"layout 3 bytes"
 
 
-@pytest.mark.parametrize("forge", [_unstamped, _older_layout], ids=["unstamped", "older-layout"])
+@pytest.mark.parametrize("forge", [_unstamped, _older_layout, _restamped], ids=["unstamped", "older-layout", "digest-recomputed"])
 def test_a_stale_episode_index_is_rebuilt(tmp_path: Path, forge: Callable) -> None:
     catalog = Catalog(tmp_path / "catalog")
     version = register_episodes(catalog, tmp_path / "src")
