@@ -26,7 +26,7 @@ $(VENV)/.base: pyproject.toml setup.py
 DROP_TORCHVISION := $(BIN)/python -m pip uninstall -y -q torchvision >/dev/null 2>&1 || true
 
 $(VENV)/.test: $(VENV)/.base
-	@$(BIN)/python -m pip install -q --disable-pip-version-check -e '.[test]'
+	@$(BIN)/python -m pip install -q --disable-pip-version-check -e '.[test,duckdb]'
 	@$(DROP_TORCHVISION)
 	@touch $@
 
