@@ -26,8 +26,9 @@ from .csrf import CsrfMiddleware, form_token
 from .decode_budget import DecodeBudget
 from .flags import FlagStore
 from .hosts import HostMiddleware
+from .queries import Queries
 from .registries import unique
-from .routers import auth, datasets, diff, docs, flags, home, input_media, media, rl, runs
+from .routers import auth, datasets, diff, docs, flags, home, input_media, media, query, rl, runs
 from .run_cache import RunCache
 from .security import SecurityMiddleware
 from .settings import Settings
@@ -44,7 +45,7 @@ def _size_of(value: Any) -> int:
 #: The module of every resource's router, in the order the app includes them (a URL that two routes could match goes to
 #: the first); a new resource is a module in ``app.routers`` and an entry here.
 ROUTER_MODULES = unique(
-    [auth, datasets, diff, docs, flags, home, input_media, media, rl, runs], name=lambda m: m.__name__, what="router module"
+    [auth, datasets, diff, docs, flags, home, input_media, media, query, rl, runs], name=lambda m: m.__name__, what="router module"
 )
 
 
@@ -111,6 +112,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.media_cache = ByteLRU(budget=settings.media_cache_bytes, size_of=_size_of)
     app.state.decode_budget = DecodeBudget(limit=settings.request_memory_bytes, concurrency=settings.decode_concurrency)
     app.state.runs = RunCache(budget=app.state.decode_budget)
+    app.state.queries = Queries(app.state.catalog, settings.query_limits())  # DuckDB is imported by the first query
     row_group_cache().budget = settings.row_group_cache_bytes  # the cache is process-wide; the setting sizes it
     errors.install(app)
     app.add_middleware(CsrfMiddleware, token=app.state.form_token)  # innermost: runs after the Host and token checks
