@@ -43,10 +43,25 @@ class BarChart:
     first: str = ""
     last: str = ""
     total: int = 0
+    #: Where the last label ends: under the last bar.
+    last_x: float = 0.0
 
 
-def bar_chart(values: Sequence[tuple[str, int, str | None]], *, title: str, bar_width: float = 12.0, gap: float = 2.0) -> BarChart:
-    """Bars for ``(label, count, url)`` triples, heights relative to the largest count."""
+#: Narrowest chart, so the labels under it fit.
+MIN_WIDTH = 160.0
+
+
+def bar_chart(
+    values: Sequence[tuple[str, int, str | None]],
+    *,
+    title: str,
+    bar_width: float = 12.0,
+    gap: float = 2.0,
+    first: str | None = None,
+    last: str | None = None,
+) -> BarChart:
+    """Bars for ``(label, count, url)`` triples, heights relative to the largest count; ``first`` and ``last`` label the
+    axis's ends (default: the first and last bars' labels)."""
     top = max((count for _, count, _ in values), default=0) or 1
     bars = []
     for i, (label, count, url) in enumerate(values):
@@ -54,13 +69,15 @@ def bar_chart(values: Sequence[tuple[str, int, str | None]], *, title: str, bar_
         if count and height < 1.0:
             height = 1.0  # a bin that holds anything stays visible
         bars.append(Bar(i * (bar_width + gap), HEIGHT - height, bar_width, height, label, count, url))
-    width = max(len(values) * (bar_width + gap) - gap, bar_width)
+    span = len(values) * (bar_width + gap) - gap
+    width = max(span, MIN_WIDTH)
     return BarChart(
         title=title,
         width=width,
         height=HEIGHT + LABEL_HEIGHT,
         bars=bars,
-        first=values[0][0] if values else "",
-        last=values[-1][0] if values else "",
+        first=first if first is not None else (values[0][0] if values else ""),
+        last=last if last is not None else (values[-1][0] if values else ""),
         total=sum(count for _, count, _ in values),
+        last_x=max(span, 40.0),
     )

@@ -74,10 +74,14 @@ def _facet_url(version: DatasetVersion, column: str, facet: Facet) -> str | None
     return urls.version_sql(version.name, version, q=query)
 
 
+def _number(value: float, integral: bool) -> str:
+    return f"{int(value):,}" if integral else f"{value:.4g}"
+
+
 def _range(profile: ColumnProfile, low: float, high: float) -> str:
-    if profile.measure != "value" or not (float(low).is_integer() and float(high).is_integer()):
-        return f"{low:.4g}–{high:.4g}"
-    return f"{int(low)}" if high - low <= 1 else f"{int(low)}–{int(high)}"
+    """A bin as its first and last value (whole numbers), else its bounds."""
+    first, last = _number(low, profile.integral), _number(high, profile.integral)
+    return first if first == last else f"{first}–{last}"
 
 
 def columns_page(queries: Queries, version: DatasetVersion) -> ColumnsPage:
@@ -88,7 +92,14 @@ def columns_page(queries: Queries, version: DatasetVersion) -> ColumnsPage:
         chart = None
         if column.histogram:
             bars = [(f"{column.measure} {_range(column, b.low, b.high)}", b.count, None) for b in column.histogram]
-            chart = bar_chart(bars, title=f"{column.name}: {column.measure}", bar_width=10.0)
+            first, last = column.histogram[0], column.histogram[-1]
+            chart = bar_chart(
+                bars,
+                title=f"{column.name}: {column.measure}",
+                bar_width=10.0,
+                first=_number(first.low, column.integral),
+                last=_number(last.high, column.integral),
+            )
         facets = [FacetLink(f.label, f.count, _facet_url(version, column.name, f)) for f in column.facets]
         views.append(ColumnView(column, facets, chart))
     name = version.name

@@ -31,7 +31,7 @@ from .session import SqlSession, canonical, internal_name
 from .tables import quote
 
 #: Layout of the stored profile (bump when its content changes meaning).
-PROFILE_LAYOUT = 1
+PROFILE_LAYOUT = 2
 #: Bins of a column's histogram.
 BINS = 20
 #: Longest text value a facet holds whole.
@@ -45,7 +45,8 @@ _LOCK = threading.Lock()
 
 @dataclass(frozen=True)
 class Bin:
-    """Values of the measure in ``[low, high)`` (the last bin includes ``high``)."""
+    """Values of the measure in ``[low, high)`` (the last bin includes ``high``); for a whole-number measure, the
+    values ``low`` to ``high``, both included."""
 
     low: float
     high: float
@@ -82,6 +83,8 @@ class ColumnProfile:
     facets: list[Facet] = field(default_factory=list)
     #: More distinct values than facets listed (the rest are counted in ``other``).
     other: int = 0
+    #: The measure is a whole number: each bin holds the values ``low`` to ``high``, both included.
+    integral: bool = False
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> "ColumnProfile":
@@ -163,25 +166,35 @@ class _Layout:
 
     @classmethod
     def of(cls, low: float | None, high: float | None, *, integral: bool) -> "_Layout | None":
-        """``BINS`` equal bins over ``[low, high]`` (one per value for integers spanning fewer values)."""
+        """At most ``BINS`` equal bins over ``[low, high]``; for whole numbers, bins of a whole width (one per value when
+        they span fewer than ``BINS`` values).
+
+        >>> _Layout.of(15, 58, integral=True)
+        _Layout(low=15, high=58, count=15, width=3)
+        >>> _Layout.of(0.0, 1.0, integral=False).width
+        0.05
+        """
         if low is None or high is None or not math.isfinite(low) or not math.isfinite(high):
             return None
+        if integral:
+            width = max(1, math.ceil((high - low + 1) / BINS))
+            return cls(low, high, math.ceil((high - low + 1) / width), width)
         span = high - low
-        count = int(min(BINS, span + 1)) if integral else (BINS if span > 0 else 1)
-        width = (span + (1 if integral else 0)) / count if span > 0 or integral else 1.0
-        return cls(low, high, count, width)
+        return cls(low, high, BINS if span > 0 else 1, span / BINS if span > 0 else 1.0)
 
     def sql(self, expression: str) -> str:
-        """The bin of each row's measure (NULL for null and NaN)."""
-        return (
-            f"CASE WHEN {expression} IS NULL OR isnan(CAST({expression} AS DOUBLE)) THEN NULL "
-            f"ELSE least(CAST(floor(({expression} - {self.low!r}) / {self.width!r}) AS BIGINT), {self.count - 1}) END"
-        )
+        """Each row's bin number, unclamped (``high`` falls one past the last bin; null and NaN stay so)."""
+        return f"floor((CAST({expression} AS DOUBLE) - {self.low!r}) / {self.width!r})"
 
-    def bins(self, counts: dict[Any, int]) -> list[Bin]:
+    def bins(self, counted: dict[Any, int], *, integral: bool) -> list[Bin]:
+        """Each bin with its count (from :meth:`sql`'s groups); whole-number bins end on their last value."""
+        counts = [0] * self.count
+        for key, n in counted.items():
+            if key is not None and not math.isnan(key):
+                counts[min(max(int(key), 0), self.count - 1)] += n
+        last = 1 if integral else 0
         return [
-            Bin(self.low + b * self.width, self.low + (b + 1) * self.width if b < self.count - 1 else self.high, counts.get(b, 0))
-            for b in range(self.count)
+            Bin(self.low + b * self.width, min(self.low + (b + 1) * self.width - last, self.high), counts[b]) for b in range(self.count)
         ]
 
 
@@ -242,8 +255,9 @@ def _compute(session: SqlSession, version: DatasetVersion) -> list[ColumnProfile
     rows = int(facts["rows"])
     layouts: dict[int, _Layout] = {}
     groups: dict[str, str] = {}
+    integral = [measure != "value" or _integral(f) for f, (measure, _) in zip(fields, measures)]
     for i, (f, (measure, expression)) in enumerate(zip(fields, measures)):
-        layout = _Layout.of(_number(facts.get(f"lo{i}")), _number(facts.get(f"hi{i}")), integral=measure != "value" or _integral(f))
+        layout = _Layout.of(_number(facts.get(f"lo{i}")), _number(facts.get(f"hi{i}")), integral=integral[i])
         if measure and layout is not None:
             layouts[i] = layout
             groups[f"b{i}"] = layout.sql(expression)
@@ -254,7 +268,6 @@ def _compute(session: SqlSession, version: DatasetVersion) -> list[ColumnProfile
     out = []
     for i, (f, (measure, _)) in enumerate(zip(fields, measures)):
         facets, other = _facets(counted[f"f{i}"], version.class_names.get(f.name, [])) if f"f{i}" in counted else ([], 0)
-        bins = {b: n for b, n in counted.get(f"b{i}", {}).items() if b is not None}
         distinct = facts.get(f"d{i}")
         out.append(
             ColumnProfile(
@@ -268,7 +281,8 @@ def _compute(session: SqlSession, version: DatasetVersion) -> list[ColumnProfile
                 low=_number(facts.get(f"lo{i}")),
                 high=_number(facts.get(f"hi{i}")),
                 mean=_number(facts.get(f"mean{i}")),
-                histogram=layouts[i].bins(bins) if i in layouts else [],
+                histogram=layouts[i].bins(counted[f"b{i}"], integral=integral[i]) if i in layouts else [],
+                integral=integral[i] and bool(measure),
                 facets=facets,
                 other=other,
             )

@@ -158,10 +158,15 @@ def test_column_statistics_panel_loads_when_opened_and_facets_open_the_rows(clie
     cards = {card["data-column"]: card for card in fragment.select("article.column-card")}
     assert list(cards) == ["id", "text", "score", "meta", "blob"]
     assert cards["score"].select_one(".nulls").get_text() == "0"
-    bars = cards["text"].select("figure.bars rect.fill")
-    assert len(bars) == 20 and sum(int(t.get_text().rpartition(": ")[2]) for t in cards["text"].select("figure.bars title")) == 12
     twin = client.get(urls.api(urls.version_columns("docs", version))).json()
     assert [c["profile"]["name"] for c in twin["columns"]] == ["id", "text", "score", "meta", "blob"]
+    text = twin["columns"][1]["profile"]
+    assert text["integral"] and text["histogram"][0]["low"] == text["low"] and text["histogram"][-1]["high"] == text["high"]
+    titles = [t.get_text() for t in cards["text"].select("figure.bars title")]
+    assert len(cards["text"].select("figure.bars rect.fill")) == len(text["histogram"]) == len(titles)
+    assert sum(int(t.rpartition(": ")[2]) for t in titles) == 12
+    first = text["histogram"][0]
+    assert titles[0] == f"length {int(first['low'])}–{int(first['high'])}: {first['count']}"
 
 
 def test_facets_link_to_the_sql_page_of_their_rows(tmp_path: Path) -> None:
