@@ -1,9 +1,9 @@
 """Which steps trained on rows matching X: a SQL predicate over each source of a run, then every read of each matching
 row, found by inverting the run's read order (``run.where``), never by scanning the steps.
 
-Two parts, each replaceable: :func:`matching_rows` evaluates the predicate over one version's verified shards (DuckDB)
-and :func:`find_reads` maps it over the run's sources (``scan``: a map in order, sequential by default, a scan engine's
-map later) and asks the run where it read each row. Any kind of run plugs in through :class:`FindableRun`: native
+Two parts: :func:`source_rows` evaluates the predicate over one source's verified shards (DuckDB), and
+:func:`find_reads` maps it over the run's sources (``scan``: a map in order, sequential by default; a scan engine's
+ordered map fits, since each source's share is a plain :class:`SourceQuery`) and asks the run where it read each row. Any kind of run plugs in through :class:`FindableRun`: native
 runs invert their own order; a replayed run answers ``where`` with its framework's order inverted, or raises a
 ``BatchscopeError`` saying in one line why it cannot.
 
@@ -14,6 +14,7 @@ runs invert their own order; a replayed run answers ``where`` with its framework
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass, field
 from typing import Any, Callable, Protocol, Sequence, TypeVar
@@ -24,6 +25,7 @@ from ..catalog.version import DatasetVersion
 from ..errors import InvalidQuery, SqlRefused
 from ..sampling.where import WhereReads
 from .duck import arrow_table
+from .limits import QueryLimits
 from .session import RECORD, SqlSession, canonical, internal_name
 from .tables import quote
 
@@ -49,11 +51,45 @@ class FindableRun(Protocol):
     def where(self, source: int, record: int, *, first_epoch: int = 0, epochs: int | None = None) -> WhereReads: ...
 
 
-#: A map over the run's sources, results in order: ``scan(fn, sources)`` (a scan engine's ordered map fits).
-SourceScan = Callable[[Callable[[int], Any], Sequence[int]], list[Any]]
+@dataclass(frozen=True)
+class SourceQuery:
+    """One source's share of a find: ``predicate`` over the catalog version ``dataset@version`` under ``root``. Plain
+    values only, so a scan engine can ship it to another process (:func:`source_rows` opens its own session there)."""
+
+    root: str
+    dataset: str
+    version: str
+    predicate: str
+    limits: QueryLimits
 
 
-def sequential(fn: Callable[[int], T], items: Sequence[int]) -> list[T]:
+_SESSIONS: dict[tuple[str, QueryLimits], SqlSession] = {}
+
+
+def source_rows(query: SourceQuery, session: SqlSession | None = None) -> RowMatches | SqlRefused:
+    """The rows of one source the predicate selects, or why it does not apply (the error, returned: other sources may
+    still match). Without ``session``, one per catalog root and limits is opened in this process."""
+    if session is None:
+        key = (query.root, query.limits)
+        if key not in _SESSIONS:
+            from ..catalog.store import CatalogStore
+
+            _SESSIONS[key] = SqlSession(CatalogStore(query.root), query.limits)
+        session = _SESSIONS[key]
+    version = session.catalog.resolve(f"{query.dataset}@{query.version}")
+    try:
+        return matching_rows(session, version, query.predicate)
+    except SqlRefused as exc:
+        return exc
+
+
+#: How the sources are scanned: ``scan(source_rows, queries)`` returns one answer per query, in order. The default runs
+#: them here, one after another, with the caller's session; a scan engine's ordered map fits as it is
+#: (``lambda fn, queries: ordered(engine, fn, queries)``), its workers opening their own sessions.
+SourceScan = Callable[[Callable[[SourceQuery], Any], Sequence[SourceQuery]], list[Any]]
+
+
+def sequential(fn: Callable[[T], Any], items: Sequence[T]) -> list[Any]:
     """The default scan: one source after another.
 
     >>> sequential(lambda i: i * 2, [0, 1, 2])
@@ -217,6 +253,10 @@ def step_histogram(steps: Sequence[int], start: int, stop: int, *, bins: int = H
 
 
 def _is_packed(run: Any) -> bool:
+    """Whether a read is a packed sequence: a run's own ``packed`` (a replayed run says so), else its plan's packing."""
+    packed = getattr(run, "packed", None)
+    if isinstance(packed, bool):
+        return packed
     return getattr(getattr(run, "plan", None), "pack", None) is not None
 
 
@@ -241,20 +281,15 @@ def find_reads(
     if where is None:
         raise InvalidQuery(f"run {run.name} ({run.kind}) cannot say where it read a row: its read order cannot be inverted")
     session.expression_tables(predicate)  # refuse a malformed predicate once, before any source is read
-
-    def evaluate(source: int) -> tuple[DatasetVersion, RowMatches | SqlRefused]:
-        version = run.version(source)
-        try:
-            return version, matching_rows(session, version, predicate)
-        except SqlRefused as exc:
-            return version, exc
-
-    evaluated = scan(evaluate, list(range(len(run.sources))))
+    versions = [run.version(source) for source in range(len(run.sources))]
+    queries = [SourceQuery(str(session.catalog.root), v.name, v.id, predicate, session.limits) for v in versions]
+    run_here = scan is sequential
+    answers = scan(functools.partial(source_rows, session=session) if run_here else source_rows, queries)
     result = FindResult(run.name, run.kind, predicate, steps, run.total_steps, _is_packed(run))
-    errors = [found for _, found in evaluated if isinstance(found, SqlRefused)]
-    if errors and len(errors) == len(evaluated):
+    errors = [found for found in answers if isinstance(found, SqlRefused)]
+    if errors and len(errors) == len(answers):
         raise errors[0]
-    for source, (version, found) in enumerate(evaluated):
+    for source, (version, found) in enumerate(zip(versions, answers)):
         ref = str(run.sources[source].ref)
         if isinstance(found, SqlRefused):
             result.sources.append(SourceMatches(source, ref, version.name, version.id, 0, False, found.message))
@@ -282,9 +317,11 @@ __all__ = [
     "Match",
     "RowMatches",
     "SourceMatches",
+    "SourceQuery",
     "StepRange",
     "find_reads",
     "matching_rows",
     "sequential",
+    "source_rows",
     "step_histogram",
 ]

@@ -64,6 +64,23 @@ def test_a_predicate_can_use_any_sql_and_other_versions(runs_catalog: Catalog) -
     assert _found(found) == _expected(run, lambda row: row["id"] in v2 and re.search(r"w1\d", row["text"]) is not None)
 
 
+def test_a_scan_engine_can_ship_each_source_to_a_worker(runs_catalog: Catalog) -> None:
+    import pickle
+
+    shipped = []
+
+    def engine(fn, queries):  # type: ignore[no-untyped-def]  # what a process or Ray engine does: pickle both ways
+        shipped.extend(queries)
+        return [pickle.loads(pickle.dumps(pickle.loads(pickle.dumps(fn))(pickle.loads(pickle.dumps(q))))) for q in queries]
+
+    run = runs_catalog.run("plain")
+    here = find_reads(run, ALPHA, session=SqlSession(runs_catalog))
+    there = find_reads(run, ALPHA, session=SqlSession(runs_catalog), scan=engine)
+    assert _found(there) == _found(here) and [(q.dataset, q.version) for q in shipped] == [("docs", run.version(0).id)]
+    with pytest.raises(SqlRefused, match="not a boolean"):
+        find_reads(run, "length(text)", session=SqlSession(runs_catalog), scan=engine)
+
+
 class OnlyTheInterface:
     """A run seen only through what find needs (what a replayed run provides): no plan, no sampler, no batches."""
 
