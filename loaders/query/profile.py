@@ -1,6 +1,6 @@
 """Per-column statistics of a version, like a data viewer's: counts, nulls, distinct values, the range and mean of what
 each column measures (numbers; lengths of text; items of lists such as token ids; bytes of binary and media), a
-histogram of it, and facets (values with their counts) for columns with few distinct values and class labels.
+histogram of it (not for the key column, whose values only name rows), and facets (values with their counts) for columns with few distinct values and class labels.
 
 Computed by DuckDB over the version's verified shards (two scans: one query for every column's summary, then one for
 every histogram and facet, as ``GROUPING SETS``), then kept in the catalog as a derived file
@@ -258,7 +258,7 @@ def _compute(session: SqlSession, version: DatasetVersion) -> list[ColumnProfile
     integral = [measure != "value" or _integral(f) for f, (measure, _) in zip(fields, measures)]
     for i, (f, (measure, expression)) in enumerate(zip(fields, measures)):
         layout = _Layout.of(_number(facts.get(f"lo{i}")), _number(facts.get(f"hi{i}")), integral=integral[i])
-        if measure and layout is not None:
+        if measure and layout is not None and f.name != version.key:  # a key names rows: its values have no shape to draw
             layouts[i] = layout
             groups[f"b{i}"] = layout.sql(expression)
         distinct = facts.get(f"d{i}")
