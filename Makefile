@@ -7,7 +7,7 @@ BIN    := $(VENV)/bin
 DEMO_ROOT ?= demo-data
 PORT   ?= 8000
 # The test setup installs every optional extra, so every framework integration is tested with its own package.
-TEST_EXTRAS := test,hf,grain,megatron,streaming,energon,litdata
+TEST_EXTRAS := test,hf,grain,megatron,streaming,energon,litdata,duckdb
 SUDO   := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 .PHONY: demo test bench setup setup-test chromium nginx serve clean help

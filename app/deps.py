@@ -1,4 +1,4 @@
-"""Request dependencies as ``Annotated`` aliases: the settings, the catalog, the flag store, the media cache.
+"""Request dependencies as ``Annotated`` aliases: the settings, the catalog, the flag store, the media cache, SQL.
 
 Each is ``async`` although it only reads ``app.state``: FastAPI runs a plain
 ``def`` dependency in the thread pool, so four of them would cost every
@@ -15,6 +15,7 @@ from loaders import Catalog
 from loaders.storage.cache import ByteLRU
 
 from .flags import FlagStore
+from .queries import Queries
 from .run_cache import RunCache
 from .settings import Settings
 
@@ -35,6 +36,10 @@ async def get_runs(request: Request) -> RunCache:
     return request.app.state.runs
 
 
+async def get_queries(request: Request) -> Queries:
+    return request.app.state.queries
+
+
 async def get_media_cache(request: Request) -> ByteLRU[Any]:
     return request.app.state.media_cache
 
@@ -44,3 +49,4 @@ CatalogDep = Annotated[Catalog, Depends(get_catalog)]
 FlagsDep = Annotated[FlagStore, Depends(get_flags)]
 MediaCacheDep = Annotated[ByteLRU[Any], Depends(get_media_cache)]
 RunsDep = Annotated[RunCache, Depends(get_runs)]
+QueriesDep = Annotated[Queries, Depends(get_queries)]

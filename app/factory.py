@@ -28,8 +28,9 @@ from .fair import FairGate, FairMiddleware
 from .flags import FlagStore
 from .head import HeadMiddleware
 from .hosts import HostMiddleware
+from .queries import Queries
 from .registries import unique
-from .routers import auth, datasets, diff, docs, flags, home, input_media, live, media, rl, runs
+from .routers import auth, datasets, diff, docs, flags, home, input_media, live, media, query, rl, runs
 from .run_cache import RunCache
 from .security import SecurityMiddleware
 from .settings import Settings
@@ -49,7 +50,7 @@ def _size_of(value: Any) -> int:
 #: The module of every resource's router, in the order the app includes them (a URL that two routes could match goes to
 #: the first); a new resource is a module in ``app.routers`` and an entry here.
 ROUTER_MODULES = unique(
-    [auth, datasets, diff, docs, flags, home, input_media, live, media, rl, runs], name=lambda m: m.__name__, what="router module"
+    [auth, datasets, diff, docs, flags, home, input_media, live, media, query, rl, runs], name=lambda m: m.__name__, what="router module"
 )
 
 
@@ -117,6 +118,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.decode_budget = DecodeBudget(limit=settings.request_memory_bytes, concurrency=settings.decode_concurrency)
     app.state.runs = RunCache(budget=app.state.decode_budget)
     app.state.gate = FairGate(slots=settings.request_threads, costly=settings.decode_concurrency)
+    app.state.queries = Queries(app.state.catalog, settings.query_limits())  # DuckDB is imported by the first query
     row_group_cache().budget = settings.row_group_cache_bytes  # the cache is process-wide; the setting sizes it
     errors.install(app)
     app.add_middleware(FairMiddleware, gate=app.state.gate)  # innermost: only requests that passed every check wait for a slot

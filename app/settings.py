@@ -12,6 +12,7 @@ from typing import Any, Iterator, Optional
 
 from loaders.catalog.store import DEFAULT_ROOT
 from loaders.errors import BatchscopeError
+from loaders.query.limits import QueryLimits
 
 ENV_PREFIX = "BATCHSCOPE_"
 
@@ -93,6 +94,11 @@ class Settings:
         "Seconds a login lasts: the login page's cookie holds an expiring value derived from the token (never the token), "
         "so it ends then, and changing the token ends every session at once.",
     )
+    sql_seconds: float = _setting(10.0, "Time one SQL query (a SQL page, find, column statistics) may run before it is stopped.")
+    sql_memory_bytes: int = _setting(
+        1 << 30, "Memory DuckDB may hold for SQL queries, shared by those running at once in one process; a query needing more is stopped."
+    )
+    sql_rows: int = _setting(10_000, "Most rows a SQL query returns (a page shows them in pages; CSV and JSON exports hold them all).")
     form_secret: str = _setting(
         "", "Secret behind the anti-forgery token of forms; empty means a random one each time the server starts (shared by its workers)."
     )
@@ -114,6 +120,9 @@ class Settings:
             "media_cache_bytes": self.media_cache_bytes >= 0,
             "diff_similarity": 0.0 <= self.diff_similarity <= 1.0,
             "session_seconds": 60 <= self.session_seconds <= 366 * 24 * 3600,
+            "sql_seconds": 0 < self.sql_seconds <= 86_400,
+            "sql_memory_bytes": self.sql_memory_bytes >= 16 << 20,
+            "sql_rows": 1 <= self.sql_rows <= 10_000_000,
         }
         for name, ok in checks.items():
             if not ok:
@@ -139,6 +148,10 @@ class Settings:
     def to_env(self) -> dict[str, str]:
         """These settings as ``BATCHSCOPE_<NAME>`` variables (how worker processes receive them)."""
         return {spec.env: str(getattr(self, spec.name)) for spec in specs() if getattr(self, spec.name) is not None}
+
+    def query_limits(self) -> QueryLimits:
+        """The limits SQL queries run under (``sql_seconds``, ``sql_memory_bytes``, ``sql_rows``)."""
+        return QueryLimits(seconds=self.sql_seconds, memory_bytes=self.sql_memory_bytes, max_rows=self.sql_rows)
 
     @property
     def processes(self) -> int:
@@ -177,6 +190,9 @@ _RANGES = {
     "decode_concurrency": "1-64",
     "request_threads": "1-256",
     "session_seconds": "60-31622400 (a minute to a year)",
+    "sql_seconds": "> 0 and <= 86400",
+    "sql_memory_bytes": ">= 16777216",
+    "sql_rows": "1-10000000",
 }
 
 

@@ -196,6 +196,37 @@ def login(next_: str | None = None) -> str:
     return with_query("/login", next=next_)
 
 
+# -- queries: SQL over versions, column statistics, counts, find -------------
+def sql(**query: Any) -> str:
+    """``/sql?q=``: a SQL query over every registered version (each a table named by its ref), ``start`` paging its rows."""
+    return with_query("/sql", **query)
+
+
+def sql_csv(**query: Any) -> str:
+    """``/sql.csv?q=``: every row of a SQL query (up to the row cap) as CSV."""
+    return with_query("/sql.csv", **query)
+
+
+def version_sql(name: str, version_: VersionLike, **query: Any) -> str:
+    """``/datasets/{name}/versions/{version}/sql?q=``: the SQL page opened on one version (its rows by default)."""
+    return with_query(version(name, version_) + "/sql", **query)
+
+
+def version_columns(name: str, version_: VersionLike, **query: Any) -> str:
+    """``/datasets/{name}/versions/{version}/columns``: per-column statistics, histograms and facets."""
+    return with_query(version(name, version_) + "/columns", **query)
+
+
+def version_count(name: str, version_: VersionLike, **query: Any) -> str:
+    """``/datasets/{name}/versions/{version}/count?q=&column=``: how many rows a search matches in all."""
+    return with_query(version(name, version_) + "/count", **query)
+
+
+def find(run_: str, **query: Any) -> str:
+    """``/runs/{run}/find?where=&steps=``: every read of a row matching a SQL predicate over the run's sources."""
+    return with_query(run(run_) + "/find", **query)
+
+
 # -- reinforcement learning: rollout groups and episodes ---------------------
 def _keyed(base: str, key: str, **query: Any) -> str:
     if _dot_or_empty(key):

@@ -92,6 +92,24 @@ class InvalidQuery(BatchscopeError):
     status = 422
 
 
+class SqlRefused(BatchscopeError):
+    """A SQL query or predicate that cannot run as written: a syntax error, an unknown table or column, a statement that
+    is not a query (writes, settings, files, extensions), or a predicate that is not boolean. The message is one line
+    naming what failed."""
+
+    status = 400
+
+
+class SqlStopped(SqlRefused):
+    """A SQL query stopped by a limit: its time, its memory, or the size of its text; the message names the limit."""
+
+
+class ExtraMissing(BatchscopeError):
+    """A feature needs an optional package that is not installed; the message names the extra that installs it."""
+
+    status = 424
+
+
 class RegistrationError(BatchscopeError):
     """Files could not be registered (not Parquet, truncated, schema drift...)."""
 

@@ -72,11 +72,12 @@ def print_error(message: str) -> None:
 
 
 @contextlib.contextmanager
-def friendly_errors(exit_code: int = 1) -> Iterator[None]:
+def friendly_errors(exit_code: int = 1, *, failed_check: int | None = None) -> Iterator[None]:
     """Print a read-path error (or a failed write, such as a full disk) as one clear line and exit non-zero.
 
     A corrupt catalog file, or a tag pointing at a version the dataset does not have, exits ``CANNOT_CHECK`` (2) whatever
-    ``exit_code`` is.
+    ``exit_code`` is; with ``failed_check``, stored data that failed a check (an error answered with a 5xx status, such
+    as a changed shard) exits with it instead.
     """
     try:
         yield
@@ -85,7 +86,7 @@ def friendly_errors(exit_code: int = 1) -> Iterator[None]:
         sys.exit(CANNOT_CHECK)
     except BatchscopeError as exc:
         print_error(exc.message)
-        sys.exit(exit_code)
+        sys.exit(failed_check if failed_check is not None and exc.status >= 500 else exit_code)
     except OSError as exc:
         where = f" ({exc.filename})" if exc.filename else ""
         print_error(f"{exc.strerror or exc}{where}")

@@ -9,16 +9,18 @@ from loaders import Catalog, DatasetVersion
 from loaders.catalog.lineage import checked_parent
 from loaders.catalog.store import check_name
 from loaders.errors import TokenizerNotFound
+from loaders.query.listing import sorted_records
 
 from .. import urls
 from ..cut import Cut, cut_record
 from ..decode_budget import DecodeBudget
 from ..errors import BadQuery
 from ..jsonable import html_only
+from ..queries import Queries
 from ..renderers.registry import FieldContext, View, render_cell
 from ..templating import count
 from .common import Link, Pager
-from .rows import RowSlice, page_at, search, searchable
+from .rows import RowSlice, check_searchable, page_at, read_indices, search, searchable
 from .stats import column_stats
 
 
@@ -163,6 +165,17 @@ class SearchInfo:
     scanned_from: int
     scanned_to: int
     stopped_early: bool
+    #: The exact number of matching rows in all, when the listing knows it (sorted); else ``count_url`` counts them.
+    total: int | None = None
+    count_url: str = ""
+
+
+@dataclass
+class SortInfo:
+    """The column rows are listed by (``descending`` or not; nulls last, ties in record order)."""
+
+    column: str
+    descending: bool
 
 
 @dataclass
@@ -175,7 +188,10 @@ class RowsBlock:
     rows: list[RowEntry]
     pager: Pager
     search: SearchInfo | None
+    sort: SortInfo | None = None
     columns: list[str] = html_only(default_factory=list)
+    #: Per column: the URL that lists the rows sorted by it (descending when already sorted ascending by it).
+    sort_urls: list[str] = html_only(default_factory=list)
     search_columns: list[str] = html_only(default_factory=list)
     action: str = html_only("")
 
@@ -199,6 +215,9 @@ class VersionPage:
     columns: list[ColumnInfo]
     stats_complete: bool
     listing: RowsBlock
+    #: The version's SQL page, and its per-column statistics (loaded into the page when scrolled into view).
+    sql_url: str = ""
+    columns_url: str = ""
     notes: dict[str, Any] = field(default_factory=dict)
     #: The version's RL views (rollout groups, episodes), when it has rollout or episode columns.
     views: list[Link] = field(default_factory=list)
@@ -263,6 +282,49 @@ def _pager(version: DatasetVersion, found: RowSlice, *, q: str | None, column: s
     return Pager(first=first, prev=prev, next=next_, last=last, summary=summary)
 
 
+def _sorted_slice(
+    queries: Queries | None,
+    version: DatasetVersion,
+    sort: SortInfo,
+    *,
+    start: int | None,
+    end: int | None,
+    size: int,
+    search: tuple[str, str] | None,
+    budget: DecodeBudget | None,
+) -> tuple[RowSlice, int]:
+    """A page of rows in ``sort`` order (positions in that order as the cursor) and how many rows that order holds."""
+    if queries is None:
+        raise BadQuery("this listing cannot be sorted (no query engine)")
+    if sort.column not in version.schema.names:
+        raise BadQuery(f"cannot sort by {sort.column!r}: {version.ref} has the columns {', '.join(version.schema.names)}")
+    begin = max(0, end - size) if end is not None else (start or 0)
+    size = min(size, end - begin) if end is not None else size
+    records, total = sorted_records(
+        queries.session, version, sort.column, descending=sort.descending, start=begin, size=size, search=search
+    )
+    return RowSlice(records, read_indices(version, records, budget=budget), begin, begin + len(records)), total
+
+
+def _sorted_pager(version: DatasetVersion, found: RowSlice, total: int, params: dict[str, Any]) -> Pager:
+    name = version.name
+    at_start, at_end = found.scanned_from <= 0, found.scanned_to >= total
+    what = "matches" if params.get("q") else "rows"
+    order = f"by {params['sort']}{' descending' if params.get('desc') else ''}"
+    summary = (
+        f"{what} {found.scanned_from + 1:,}–{found.scanned_to:,} of {total:,} {order}"
+        if found.indices
+        else f"no {what} here ({total:,} in all)"
+    )
+    return Pager(
+        first=urls.version(name, version, **params) if not at_start else None,
+        prev=urls.version(name, version, end=found.scanned_from, **params) if not at_start else None,
+        next=urls.version(name, version, start=found.scanned_to, **params) if not at_end else None,
+        last=urls.version(name, version, end=total, **params) if not at_end else None,
+        summary=summary,
+    )
+
+
 def rows_block(
     version: DatasetVersion,
     *,
@@ -275,16 +337,28 @@ def rows_block(
     tokenizer: Any = None,
     budget: DecodeBudget | None = None,
     field_bytes: int = 1 << 20,
+    sort: str | None = None,
+    desc: bool = False,
+    queries: Queries | None = None,
 ) -> RowsBlock:
-    """One page of rows, by cursor or by search (values over ``field_bytes`` cut, linking to the whole)."""
+    """One page of rows, by cursor or by search (values over ``field_bytes`` cut, linking to the whole); sorted by a
+    column (DuckDB) when ``sort`` names one."""
     if start is not None and end is not None:
         raise BadQuery(f"give start ({start}) or end ({end}), not both")
     columns = [f.name for f in version.schema]
     search_columns = searchable(version)
+    order = SortInfo(sort, desc) if sort else None
+    total = None
     if q:
         column = column or (search_columns[0] if search_columns else None)
         if column is None:
             raise BadQuery(f"{version.ref} has no text column to search")
+        check_searchable(version, column)
+    if order is not None:
+        found, total = _sorted_slice(
+            queries, version, order, start=start, end=end, size=page_size, search=(column, q) if q and column else None, budget=budget
+        )
+    elif q and column:
         found = search(version, column=column, query=q, start=start, end=end, size=page_size, seconds=search_seconds, budget=budget)
     else:
         found = page_at(version, start=start, end=end, size=page_size, budget=budget)
@@ -322,16 +396,29 @@ def rows_block(
                 cells=cells,
             )
         )
+    params: dict[str, Any] = {"q": q, "column": column if q else None, "sort": sort, "desc": bool(sort and desc)}
+    pager = _sorted_pager(version, found, total or 0, params) if order is not None else _pager(version, found, q=q, column=column)
+    info = None
+    if q:
+        count_url = urls.version_count(version.name, version, q=q, column=column) if total is None else ""
+        info = SearchInfo(q, column or "", found.scanned_from, found.scanned_to, found.stopped_early, total, count_url)
     return RowsBlock(
         start=found.scanned_from,
         end=found.scanned_to,
         total=version.rows,
         rows=entries,
-        pager=_pager(version, found, q=q, column=column),
-        search=SearchInfo(q, column or "", found.scanned_from, found.scanned_to, found.stopped_early) if q else None,
+        pager=pager,
+        search=info,
+        sort=order,
         columns=columns,
         search_columns=search_columns,
         action=urls.version(version.name, version),
+        sort_urls=[
+            urls.version(
+                version.name, version, q=q, column=column if q else None, sort=c, desc=bool(order and order.column == c and not desc)
+            )
+            for c in columns
+        ],
     )
 
 
@@ -347,6 +434,9 @@ def version_page(
     search_seconds: float = 2.0,
     budget: DecodeBudget | None = None,
     field_bytes: int = 1 << 20,
+    sort: str | None = None,
+    desc: bool = False,
+    queries: Queries | None = None,
 ) -> VersionPage:
     """Schema, stats and one page of rows of ``version`` (refused with 413 when its rows need more memory than ``budget``)."""
     name = version.name
@@ -383,7 +473,12 @@ def version_page(
             tokenizer=tokenizer,
             budget=budget,
             field_bytes=field_bytes,
+            sort=sort,
+            desc=desc,
+            queries=queries,
         ),
+        sql_url=urls.version_sql(name, version),
+        columns_url=urls.version_columns(name, version),
         notes=dict(version.manifest.notes),
         unverified=list(version.manifest.unverified),
         parent_refused=refused,

@@ -19,6 +19,7 @@ import pyarrow.compute as pc
 
 from loaders.catalog.records import Record
 from loaders.catalog.version import DatasetVersion
+from loaders.query.listing import label_ids
 
 from ..decode_budget import DecodeBudget
 from ..errors import BadQuery
@@ -104,14 +105,19 @@ def searchable(version: DatasetVersion) -> list[str]:
     return [f.name for f in version.schema if _is_text(f.type)] + labels
 
 
+def check_searchable(version: DatasetVersion, column: str) -> None:
+    """BadQuery unless search can scan ``column`` of ``version``."""
+    if column not in searchable(version):
+        raise BadQuery(
+            f"cannot search column {column!r} of {version.ref}: searchable columns are {', '.join(searchable(version)) or 'none'}"
+        )
+
+
 def matches(version: DatasetVersion, column: str, values: pa.ChunkedArray | pa.Array, query: str) -> pa.ChunkedArray | pa.Array:
     """Which ``values`` of ``column`` match ``query``: a substring of the text (any case); for a class label,
     the class id itself or any class whose name contains the query."""
     if version.kinds.get(column) == "class_label" and pa.types.is_integer(values.type):
-        names = version.class_names.get(column, [])
-        wanted = [i for i, name in enumerate(names) if query.lower() in name.lower()]
-        if query.strip().lstrip("-").isdigit():
-            wanted.append(int(query))
+        wanted = label_ids(version.class_names.get(column, []), query)
         return pc.is_in(values, value_set=pa.array(wanted, pa.int64()).cast(values.type, safe=False))
     if pa.types.is_dictionary(values.type):
         values = values.cast(values.type.value_type)
@@ -134,10 +140,7 @@ def search(
     Always scans at least one row group; stops at a full page, the end (or
     start) of the data, or when ``seconds`` have passed.
     """
-    if column not in searchable(version):
-        raise BadQuery(
-            f"cannot search column {column!r} of {version.ref}: searchable columns are {', '.join(searchable(version)) or 'none'}"
-        )
+    check_searchable(version, column)
     backward = end is not None and start is None
     total = version.rows
     cursor = min(end, total) - 1 if backward and end is not None else min(start or 0, total)

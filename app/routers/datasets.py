@@ -8,7 +8,7 @@ from fastapi import APIRouter, Query, Request
 from fastapi.responses import Response
 
 from ..decode_budget import decode_budget
-from ..deps import CatalogDep, FlagsDep, RunsDep, SettingsDep
+from ..deps import CatalogDep, FlagsDep, QueriesDep, RunsDep, SettingsDep
 from ..http_semantics import KeyDep, VersionDep
 from ..pages.datasets import dataset_page, version_page
 from ..pages.sample import sample_page
@@ -32,10 +32,16 @@ def version(
     catalog: CatalogDep,
     settings: SettingsDep,
     pages: RunsDep,
+    queries: QueriesDep,
     start: Cursor = None,
     end: Cursor = None,
     q: Annotated[str | None, Query(max_length=1000, description="Text to search for (case-insensitive).")] = None,
     column: Annotated[str | None, Query(max_length=1000, description="Text column to search.")] = None,
+    sort: Annotated[
+        str | None,
+        Query(max_length=1000, description="List the rows sorted by this column (nulls last); the cursor counts rows in that order."),
+    ] = None,
+    desc: Annotated[bool, Query(description="Sort descending.")] = False,
 ) -> Response:
     def build() -> Response:
         data = version_page(
@@ -49,13 +55,16 @@ def version(
             search_seconds=settings.search_seconds,
             budget=decode_budget(request),
             field_bytes=settings.field_bytes,
+            sort=sort or None,
+            desc=desc,
+            queries=queries,
         )
         return respond(request, data, template="version.html", block="rows")
 
     if q or wants_json(request) or wants_fragment(request):
         return build()
     # A version never changes; only its tags can move, so they are part of the key.
-    key = ("version", version.name, version.id, start, end, column, tuple(sorted(catalog.tags(version.name).items())))
+    key = ("version", version.name, version.id, start, end, column, sort, desc, tuple(sorted(catalog.tags(version.name).items())))
     return kept(pages, key, build)
 
 

@@ -87,6 +87,27 @@ CASES: dict[str, list[Case]] = {
         lambda c: (urls.add_query(urls.media("docs", _v1(c), "doc-1", "text"), thumb=5), 422, "thumb=5 is out of range: 16-4096 pixels"),
         lambda c: (urls.api(urls.media_view("docs", _v1(c), "doc-1", "text")), 422, f"{_ref(c)} column 'text' is text, not image or video"),
     ],
+    "query": [
+        lambda c: (urls.api(urls.sql(q="SELEC 1")), 400, 'Parser Error: syntax error at or near "SELEC" (line 1, column 1)'),
+        lambda c: (
+            urls.api(urls.version_sql("docs", _v1(c), q='SELECT * FROM "docs@v9"')),
+            400,
+            "unknown table \"docs@v9\": dataset docs has no tag or version 'v9' (tags: latest, v1, v2; versions: "
+            + ", ".join(sorted(v.id[:12] for v in c.versions("docs")))
+            + ")",
+        ),
+        lambda c: (
+            "/sql.csv?q=" + "COPY%20(SELECT%201)%20TO%20'x'",
+            400,
+            "only queries run here: COPY is refused (no writes, settings, files, attached databases or extensions)",
+        ),
+        lambda c: (urls.api(urls.find("plain", where="length(text)")), 400, "the predicate is BIGINT, not a boolean: 'length(text)'"),
+        lambda c: (
+            urls.api(urls.version_count("docs", _v1(c), q="a", column="nope")),
+            422,
+            f"cannot search column 'nope' of {_ref(c)}: searchable columns are id, text",
+        ),
+    ],
     "rl": [
         lambda c: (
             urls.api(urls.rollout_groups("docs", _v1(c), sort="nope")),
