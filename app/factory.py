@@ -27,7 +27,7 @@ from .decode_budget import DecodeBudget
 from .flags import FlagStore
 from .hosts import HostMiddleware
 from .registries import unique
-from .routers import auth, datasets, diff, docs, flags, home, input_media, media, rl, runs
+from .routers import auth, datasets, diff, docs, flags, health, home, input_media, media, rl, runs
 from .run_cache import RunCache
 from .security import SecurityMiddleware
 from .settings import Settings
@@ -44,7 +44,7 @@ def _size_of(value: Any) -> int:
 #: The module of every resource's router, in the order the app includes them (a URL that two routes could match goes to
 #: the first); a new resource is a module in ``app.routers`` and an entry here.
 ROUTER_MODULES = unique(
-    [auth, datasets, diff, docs, flags, home, input_media, media, rl, runs], name=lambda m: m.__name__, what="router module"
+    [auth, datasets, diff, docs, flags, health, home, input_media, media, rl, runs], name=lambda m: m.__name__, what="router module"
 )
 
 

@@ -1,0 +1,162 @@
+"""What linting a range of steps gives: its findings, the document reads the run-wide checks need, and counts; parts of
+consecutive ranges merge into the part of their union, and a part is stored as one flat table.
+
+>>> a = LintPart(range(0, 2), samples=8)
+>>> b = LintPart(range(2, 5), samples=12)
+>>> merged = LintPart.merge([a, b])
+>>> merged.steps, merged.samples
+(range(0, 5), 20)
+>>> LintPart.from_table(merged.to_table()).steps
+range(0, 5)
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+import pyarrow as pa
+
+from .spec import Finding
+
+
+@dataclass
+class ReadLog:
+    """One row per document read (its first piece): where, which key and source, a hash of its content and of the read's
+    identity, and its length (tokens, else characters; -1 unknown)."""
+
+    step: list[int] = field(default_factory=list)
+    rank: list[int] = field(default_factory=list)
+    position: list[int] = field(default_factory=list)
+    key: list[str] = field(default_factory=list)
+    source: list[int] = field(default_factory=list)
+    content: list[int] = field(default_factory=list)
+    read: list[int] = field(default_factory=list)
+    length: list[int] = field(default_factory=list)
+
+    COLUMNS = ("step", "rank", "position", "key", "source", "content", "read", "length")
+
+    def add(self, step: int, rank: int, position: int, key: str, source: int, content: int, read: int, length: int) -> None:
+        for name, value in zip(self.COLUMNS, (step, rank, position, key, source, content, read, length)):
+            getattr(self, name).append(value)
+
+    def extend(self, other: "ReadLog") -> None:
+        for name in self.COLUMNS:
+            getattr(self, name).extend(getattr(other, name))
+
+    def __len__(self) -> int:
+        return len(self.step)
+
+
+_SCHEMA = pa.schema(
+    [
+        ("row", pa.string()),
+        ("check", pa.string()),
+        ("severity", pa.string()),
+        ("step", pa.int64()),
+        ("rank", pa.int64()),
+        ("position", pa.int64()),
+        ("key", pa.string()),
+        ("detail", pa.string()),
+        ("source", pa.int64()),
+        ("content", pa.int64()),
+        ("read", pa.int64()),
+        ("length", pa.int64()),
+    ]
+)
+
+
+@dataclass
+class LintPart:
+    """Linting steps ``steps``: findings of read and step checks, the reads, and how much was read."""
+
+    steps: range
+    findings: list[Finding] = field(default_factory=list)
+    reads: ReadLog = field(default_factory=ReadLog)
+    samples: int = 0
+    documents: int = 0
+    failed_batches: int = 0
+
+    @classmethod
+    def merge(cls, parts: Sequence["LintPart"]) -> "LintPart":
+        """The part of consecutive ranges (in order; a gap or overlap is a ``ValueError``)."""
+        if not parts:
+            raise ValueError("nothing to merge")
+        for before, after in zip(parts, parts[1:]):
+            if before.steps.stop != after.steps.start:
+                raise ValueError(
+                    f"steps {before.steps.start}-{before.steps.stop} and {after.steps.start}-{after.steps.stop} are not consecutive"
+                )
+        merged = cls(range(parts[0].steps.start, parts[-1].steps.stop))
+        for part in parts:
+            merged.findings += part.findings
+            merged.reads.extend(part.reads)
+            merged.samples += part.samples
+            merged.documents += part.documents
+            merged.failed_batches += part.failed_batches
+        return merged
+
+    def to_table(self) -> pa.Table:
+        """One table: a ``meta`` row (the range and counts as JSON), a ``finding`` row each, a ``read`` row each."""
+        meta = json.dumps(
+            {
+                "start": self.steps.start,
+                "stop": self.steps.stop,
+                "samples": self.samples,
+                "documents": self.documents,
+                "failed_batches": self.failed_batches,
+            }
+        )
+        n, f = len(self.reads), len(self.findings)
+        none: list[Any] = [None] * (n + f)
+        columns: dict[str, list[Any]] = {
+            "row": ["meta"] + ["finding"] * f + ["read"] * n,
+            "check": [None] + [x.check for x in self.findings] + [None] * n,
+            "severity": [None] + [x.severity for x in self.findings] + [None] * n,
+            "step": [self.steps.start] + [x.step for x in self.findings] + self.reads.step,
+            "rank": [None] + [x.rank for x in self.findings] + self.reads.rank,
+            "position": [None] + [x.position for x in self.findings] + self.reads.position,
+            "key": [None] + [x.key for x in self.findings] + self.reads.key,
+            "detail": [meta] + [x.detail for x in self.findings] + [None] * n,
+            "source": [None] + none[:f] + self.reads.source,
+            "content": [None] + none[:f] + self.reads.content,
+            "read": [None] + none[:f] + self.reads.read,
+            "length": [None] + none[:f] + self.reads.length,
+        }
+        return pa.table(columns, schema=_SCHEMA)
+
+    @classmethod
+    def from_table(cls, table: pa.Table) -> "LintPart":
+        """The part :meth:`to_table` stored (a ``ValueError`` when the table is not one)."""
+        if table.schema.remove_metadata() != _SCHEMA:
+            raise ValueError("not a lint table: its columns differ")
+        data = table.to_pydict()
+        rows = data["row"]
+        if not rows or rows[0] != "meta":
+            raise ValueError("not a lint table: it has no meta row first")
+        meta = json.loads(data["detail"][0])
+        part = cls(
+            range(int(meta["start"]), int(meta["stop"])),
+            samples=int(meta["samples"]),
+            documents=int(meta["documents"]),
+            failed_batches=int(meta["failed_batches"]),
+        )
+        for i, row in enumerate(rows[1:], start=1):
+            if row == "finding":
+                part.findings.append(
+                    Finding(
+                        data["check"][i],
+                        data["severity"][i],
+                        data["step"][i],
+                        data["rank"][i],
+                        data["position"][i],
+                        data["key"][i],
+                        data["detail"][i],
+                    )
+                )
+            elif row == "read":
+                part.reads.add(*(data[name][i] for name in ReadLog.COLUMNS))
+            else:
+                raise ValueError(f"not a lint table: row {i} is {row!r}")
+        return part
