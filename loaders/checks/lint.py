@@ -98,7 +98,9 @@ def lint_part(run: "RunLike", steps: range, options: LintOptions, *, catalog: "C
 def finish(run: "RunLike", part: LintPart, options: LintOptions, *, complete: bool = True) -> LintResult:
     """The result of ``part``: its findings plus the run-wide checks', in step order."""
     sources: Sequence[Any] = run.manifest.get("resolved", {}).get("sources", []) if isinstance(run.manifest.get("resolved"), dict) else []
-    wide = run_wide(part.reads, options, part.steps, source_names=names_of(sources), ledger=run.ledger, world_size_at=run.world_size_at)
+    wide = run_wide(
+        part.reads, part.groups, options, part.steps, source_names=names_of(sources), ledger=run.ledger, world_size_at=run.world_size_at
+    )
     findings = tuple(sorted([*part.findings, *wide], key=lambda f: f.sort_key()))
     return LintResult(
         run.name,

@@ -20,7 +20,7 @@ import numpy as np
 
 from ..catalog.media_files import read_media
 from ..errors import DecodeError
-from ..media.image import image_from_value, open_image, resolve_media_path
+from ..media.image import image_from_value, open_image, resolve_media_path, to_display_mode
 
 if TYPE_CHECKING:
     from .reads import DocRead, SampleRead, SourceFacts
@@ -163,7 +163,8 @@ def _image(record: Any, inputs: Any, column: str, facts: "SourceFacts", doc: "Do
         if record.get(column) is None:
             return None
         where = _where(facts, doc, column)
-        pixels, what = np.asarray(open_image(_stored_bytes(record[column], facts, doc, where), where=where)), "stored image"
+        image = to_display_mode(open_image(_stored_bytes(record[column], facts, doc, where), where=where))
+        pixels, what = np.asarray(image), "stored image"  # alpha dropped below, as the read path's RGB conversion does
     if not ctx.selected("blank-image"):
         return None
     found = blank_image(pixels, min_std=ctx.param("blank-image", "min_std"), max_mean=ctx.param("blank-image", "max_mean"))

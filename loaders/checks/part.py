@@ -49,6 +49,31 @@ class ReadLog:
         return len(self.step)
 
 
+@dataclass
+class GroupLog:
+    """One row per rollout read with a group id and a finite reward: where, its key, its group and its reward."""
+
+    step: list[int] = field(default_factory=list)
+    rank: list[int] = field(default_factory=list)
+    position: list[int] = field(default_factory=list)
+    key: list[str] = field(default_factory=list)
+    group: list[str] = field(default_factory=list)
+    reward: list[float] = field(default_factory=list)
+
+    COLUMNS = ("step", "rank", "position", "key", "group", "reward")
+
+    def add(self, step: int, rank: int, position: int, key: str, group: str, reward: float) -> None:
+        for name, value in zip(self.COLUMNS, (step, rank, position, key, group, reward)):
+            getattr(self, name).append(value)
+
+    def extend(self, other: "GroupLog") -> None:
+        for name in self.COLUMNS:
+            getattr(self, name).extend(getattr(other, name))
+
+    def __len__(self) -> int:
+        return len(self.step)
+
+
 _SCHEMA = pa.schema(
     [
         ("row", pa.string()),
@@ -63,6 +88,7 @@ _SCHEMA = pa.schema(
         ("content", pa.int64()),
         ("read", pa.int64()),
         ("length", pa.int64()),
+        ("value", pa.float64()),
     ]
 )
 
@@ -74,6 +100,7 @@ class LintPart:
     steps: range
     findings: list[Finding] = field(default_factory=list)
     reads: ReadLog = field(default_factory=ReadLog)
+    groups: GroupLog = field(default_factory=GroupLog)
     samples: int = 0
     documents: int = 0
     failed_batches: int = 0
@@ -92,13 +119,15 @@ class LintPart:
         for part in parts:
             merged.findings += part.findings
             merged.reads.extend(part.reads)
+            merged.groups.extend(part.groups)
             merged.samples += part.samples
             merged.documents += part.documents
             merged.failed_batches += part.failed_batches
         return merged
 
     def to_table(self) -> pa.Table:
-        """One table: a ``meta`` row (the range and counts as JSON), a ``finding`` row each, a ``read`` row each."""
+        """One table: a ``meta`` row (the range and counts as JSON), then a ``finding`` row each, a ``read`` row each and a
+        ``group`` row each (its group id in ``detail``, its reward in ``value``)."""
         meta = json.dumps(
             {
                 "start": self.steps.start,
@@ -108,21 +137,25 @@ class LintPart:
                 "failed_batches": self.failed_batches,
             }
         )
-        n, f = len(self.reads), len(self.findings)
-        none: list[Any] = [None] * (n + f)
+        f, n, g = self.findings, self.reads, self.groups
+
+        def blank(count: int) -> list[Any]:
+            return [None] * count
+
         columns: dict[str, list[Any]] = {
-            "row": ["meta"] + ["finding"] * f + ["read"] * n,
-            "check": [None] + [x.check for x in self.findings] + [None] * n,
-            "severity": [None] + [x.severity for x in self.findings] + [None] * n,
-            "step": [self.steps.start] + [x.step for x in self.findings] + self.reads.step,
-            "rank": [None] + [x.rank for x in self.findings] + self.reads.rank,
-            "position": [None] + [x.position for x in self.findings] + self.reads.position,
-            "key": [None] + [x.key for x in self.findings] + self.reads.key,
-            "detail": [meta] + [x.detail for x in self.findings] + [None] * n,
-            "source": [None] + none[:f] + self.reads.source,
-            "content": [None] + none[:f] + self.reads.content,
-            "read": [None] + none[:f] + self.reads.read,
-            "length": [None] + none[:f] + self.reads.length,
+            "row": ["meta"] + ["finding"] * len(f) + ["read"] * len(n) + ["group"] * len(g),
+            "check": [None] + [x.check for x in f] + blank(len(n) + len(g)),
+            "severity": [None] + [x.severity for x in f] + blank(len(n) + len(g)),
+            "step": [self.steps.start] + [x.step for x in f] + n.step + g.step,
+            "rank": [None] + [x.rank for x in f] + n.rank + g.rank,
+            "position": [None] + [x.position for x in f] + n.position + g.position,
+            "key": [None] + [x.key for x in f] + n.key + g.key,
+            "detail": [meta] + [x.detail for x in f] + blank(len(n)) + g.group,
+            "source": blank(1 + len(f)) + n.source + blank(len(g)),
+            "content": blank(1 + len(f)) + n.content + blank(len(g)),
+            "read": blank(1 + len(f)) + n.read + blank(len(g)),
+            "length": blank(1 + len(f)) + n.length + blank(len(g)),
+            "value": blank(1 + len(f) + len(n)) + g.reward,
         }
         return pa.table(columns, schema=_SCHEMA)
 
@@ -157,6 +190,8 @@ class LintPart:
                 )
             elif row == "read":
                 part.reads.add(*(data[name][i] for name in ReadLog.COLUMNS))
+            elif row == "group":
+                part.groups.add(data["step"][i], data["rank"][i], data["position"][i], data["key"][i], data["detail"][i], data["value"][i])
             else:
                 raise ValueError(f"not a lint table: row {i} is {row!r}")
         return part

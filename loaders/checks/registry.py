@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator
 
 from .chats import chat_turns
 from .media import media
-from .rl import rollout_values, zero_variance
+from .rl import rollout_values
 from .spec import Check, Param
 from .steps import step_checks
 from .tokens import empty_document, no_trained_token, repetition, unknown_tokens
@@ -152,8 +152,9 @@ CHECKS: tuple[Check, ...] = (
         "rl-zero-variance",
         "rl",
         "info",
-        "step",
-        "a group of which the step read at least min_group rollouts, all with the same reward; every rollout read is a finding",
+        "run",
+        "a group of which at least min_group rollouts were read (over all the steps linted), all with the same reward; every "
+        "rollout read is a finding",
         (Param("min_group", 2, "fewest rollouts of a group judged", minimum=2),),
     ),
     Check(
@@ -204,10 +205,7 @@ READ_EVALUATORS: tuple[tuple[tuple[str, ...], ReadEvaluator], ...] = (
     (("rl-nonfinite", "rl-logprob-positive", "rl-reward-range"), rollout_values),
 )
 #: Functions judging one step's global batch, and the checks each reports.
-STEP_EVALUATORS: tuple[tuple[tuple[str, ...], StepEvaluator], ...] = (
-    (("rl-zero-variance",), zero_variance),
-    (("mostly-padding", "mix-off-plan"), step_checks),
-)
+STEP_EVALUATORS: tuple[tuple[tuple[str, ...], StepEvaluator], ...] = ((("mostly-padding", "mix-off-plan"), step_checks),)
 
 
 def _covered(evaluators: Iterable[tuple[tuple[str, ...], Any]]) -> set[str]:

@@ -16,13 +16,14 @@ from typing import TYPE_CHECKING, Any, Iterator, Mapping
 import numpy as np
 
 from ..rl.facts import as_float, number_text
+from .part import GroupLog
+from .spec import Finding
 
 if TYPE_CHECKING:
     from .reads import SampleRead
-    from .scan import ReadContext, StepRead
+    from .scan import ReadContext
 
 Hit = tuple[str, "str | None", str]
-StepHit = tuple[str, "int | None", "int | None", "str | None", str]
 
 
 def _floats(values: Any) -> np.ndarray | None:
@@ -90,20 +91,30 @@ def rollout_values(sample: "SampleRead", ctx: "ReadContext") -> Iterator[Hit]:
                     yield "rl-nonfinite", doc.key, f"{column}: {count} of {total} episode rewards are NaN or infinite"
 
 
-def zero_variance(step: "StepRead", ctx: "ReadContext") -> Iterator[StepHit]:
-    """``rl-zero-variance``: a group (``group_id``) of which the step read at least ``min_group`` rollouts, all with the same
-    finite reward (no learning signal for group-normalized methods such as GRPO); one finding per rollout read."""
-    min_group = ctx.param("rl-zero-variance", "min_group")
-    groups: dict[str, list[tuple[int, int, str, float]]] = {}
-    for rank, samples in step.ranks:
-        for sample in samples:
-            for doc, _, value in _rollouts(sample, ctx):
-                group, reward = value.get("group_id"), as_float(value.get("reward"))
-                if group is not None and str(group) != "" and reward is not None and math.isfinite(reward):
-                    groups.setdefault(str(group), []).append((rank, sample.position, doc.key, reward))
-    for group, reads in groups.items():
-        rewards = {r for *_, r in reads}
+def log_groups(sample: "SampleRead", ctx: "ReadContext", step: int, rank: int, groups: GroupLog) -> None:
+    """Log each rollout the sample read that has a group id and a finite reward (for ``rl-zero-variance``)."""
+    for doc, _, value in _rollouts(sample, ctx):
+        group, reward = value.get("group_id"), as_float(value.get("reward"))
+        if group is not None and str(group) != "" and reward is not None and math.isfinite(reward):
+            groups.add(step, rank, sample.position, doc.key, str(group), reward)
+
+
+def zero_variance(groups: GroupLog, *, min_group: float, severity: str) -> list[Finding]:
+    """``rl-zero-variance``: a group (``group_id``) of which at least ``min_group`` rollouts were read, all with the same
+    reward (no learning signal for group-normalized methods such as GRPO); one finding per rollout read. A group is
+    judged on every read of it in the steps linted, so a group split across steps is judged whole."""
+    by_group: dict[str, list[int]] = {}
+    for i, group in enumerate(groups.group):
+        by_group.setdefault(group, []).append(i)
+    found = []
+    for group, reads in by_group.items():
+        rewards = {groups.reward[i] for i in reads}
         if len(reads) >= min_group and len(rewards) == 1:
-            detail = f"group {group}: all {len(reads)} rollouts read at this step have reward {next(iter(rewards)):g}"
-            for rank, position, key, _ in reads:
-                yield "rl-zero-variance", rank, position, key, detail
+            steps = sorted({groups.step[i] for i in reads})
+            where = f"step {steps[0]}" if len(steps) == 1 else f"steps {steps[0]}-{steps[-1]}"
+            detail = f"group {group}: all {len(reads)} rollouts read ({where}) have reward {next(iter(rewards)):g}"
+            found += [
+                Finding("rl-zero-variance", severity, groups.step[i], groups.rank[i], groups.position[i], groups.key[i], detail)
+                for i in reads
+            ]
+    return found

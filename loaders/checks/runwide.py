@@ -15,8 +15,9 @@ from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 import numpy as np
 
-from .part import ReadLog
+from .part import GroupLog, ReadLog
 from .registry import CHECK
+from .rl import zero_variance
 from .spec import Finding
 from .trend import MAD_TO_SIGMA, trend_outliers
 
@@ -128,7 +129,7 @@ def loss_spikes(
 
 
 def run_wide(
-    log: ReadLog, options: Any, steps: range, *, source_names: Callable[[int], str], ledger: Any, world_size_at: Any
+    log: ReadLog, groups: GroupLog, options: Any, steps: range, *, source_names: Callable[[int], str], ledger: Any, world_size_at: Any
 ) -> list[Finding]:
     """The findings of every selected run-wide check."""
     found: list[Finding] = []
@@ -137,6 +138,10 @@ def run_wide(
     if options.selected("length-outlier"):
         found += length_outliers(
             log, source_names, k=options.param("length-outlier", "k"), min_reads=options.param("length-outlier", "min_reads")
+        )
+    if options.selected("rl-zero-variance"):
+        found += zero_variance(
+            groups, min_group=options.param("rl-zero-variance", "min_group"), severity=CHECK["rl-zero-variance"].severity
         )
     if options.selected("loss-spike") and ledger is not None:
         found += loss_spikes(

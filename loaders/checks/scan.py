@@ -24,6 +24,7 @@ from .options import LintOptions
 from .part import LintPart
 from .reads import SampleRead, SourceFacts, content_hash, sample_read
 from .registry import CHECK, READ_EVALUATORS, STEP_EVALUATORS
+from .rl import log_groups
 from .spec import Finding
 from .steps import planned_shares
 
@@ -100,6 +101,8 @@ def _judge_sample(part: LintPart, ctx: ReadContext, step: int, rank: int, sample
         for check, key, detail in evaluate(sample, ctx):
             if options.selected(check):
                 part.findings.append(Finding(check, CHECK[check].severity, step, rank, sample.position, key, detail))
+    if options.selected("rl-zero-variance"):
+        log_groups(sample, ctx, step, rank, part.groups)
     duplicates, lengths = options.selected("duplicate"), options.selected("length-outlier")
     for doc in sample.docs:
         part.documents += 1

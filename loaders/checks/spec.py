@@ -63,6 +63,9 @@ class Check:
     scope: str
     rule: str
     params: tuple[Param, ...] = ()
+    #: The largest share of clean reads (steps, for step checks) it may flag: ``docs/lint.md`` gives the rate measured
+    #: on clean data, and a test keeps the measured rate below this bound.
+    false_positives: float = 0.001
 
     def __post_init__(self) -> None:
         if self.family not in FAMILIES:
