@@ -116,12 +116,13 @@ def _lock(key: str) -> threading.Lock:
         return _LOCKS.setdefault(key, threading.Lock())
 
 
-def run_lint(catalog: Catalog, runs: RunCache, name: str, *, budget_seconds: float = BUDGET_SECONDS) -> LintResult:
-    """The run's lint as far as it is stored, advanced by up to ``budget_seconds`` (one request in a process at a time)."""
+def run_lint(catalog: Catalog, runs: RunCache, name: str, *, budget_seconds: float | None = None) -> LintResult:
+    """The run's lint as far as it is stored, advanced by up to ``budget_seconds`` (default :data:`BUDGET_SECONDS`; one
+    request in a process at a time)."""
     run = runs.run(catalog, name)
     cache = LintCache(catalog, run)
     with _lock(cache.identity):
-        part = cache.advance(budget_seconds=budget_seconds)
+        part = cache.advance(budget_seconds=BUDGET_SECONDS if budget_seconds is None else budget_seconds)
     return finish(run, part, cache.options, complete=part.steps.stop >= run_steps(run))
 
 

@@ -56,8 +56,9 @@ def identity(run: "RunLike", options: LintOptions) -> str:
 class LintCache:
     """The stored lint of one run under one set of options."""
 
-    def __init__(self, catalog: "Catalog", run: "RunLike", options: LintOptions | None = None) -> None:
+    def __init__(self, catalog: "Catalog", run: "RunLike", options: LintOptions | None = None, *, chunk_samples: int | None = None) -> None:
         self.catalog = catalog
+        self.chunk_samples = CHUNK_SAMPLES if chunk_samples is None else chunk_samples
         self.run = run
         self.options = options or LintOptions()
         self.identity = identity(run, self.options)
@@ -108,8 +109,8 @@ class LintCache:
         derived.write_table(self._path(part.steps), part.to_table(), version_id=self._version(part.steps), layout=LAYOUT)
 
     def chunk_steps(self) -> int:
-        """Steps per stored range (about :data:`CHUNK_SAMPLES` samples)."""
-        return max(1, CHUNK_SAMPLES // max(1, self.run.global_batch_size))
+        """Steps per stored range (about ``chunk_samples`` samples)."""
+        return max(1, self.chunk_samples // max(1, self.run.global_batch_size))
 
     def advance(self, *, budget_seconds: float) -> LintPart:
         """What is stored, extended by linting (and storing) further ranges until the run's end or until

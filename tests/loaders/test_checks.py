@@ -15,12 +15,12 @@ from loaders.checks import CHECK, Finding, LintOptions, lint
 from loaders.checks.lint import split
 from tests.conftest import word_tokenizer, write_parquet
 from tests.support.forensics import DIP, SPIKE, STEPS, build_forensics_catalog
-from tests.support.lint_catalog import PLANTED, REWARD_RANGE, RUNS, RecordedBatches, build_lint_catalog
+from tests.support.lint_catalog import PLANTED, REWARD_RANGE, RUNS, RecordedBatches
 
 
-@pytest.fixture(scope="module")
-def planted(tmp_path_factory: pytest.TempPathFactory) -> Catalog:
-    return build_lint_catalog(tmp_path_factory.mktemp("lint"))
+@pytest.fixture
+def planted(lint_catalog: Catalog) -> Catalog:
+    return lint_catalog
 
 
 def keys_by_check(findings: tuple[Finding, ...]) -> dict[str, set[str | None]]:
