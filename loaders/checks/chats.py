@@ -17,10 +17,10 @@ from .chatml import expected_mask, mask_errors, mask_shift, missing_end
 from .reads import DocRead
 
 if TYPE_CHECKING:
-    from .reads import SampleRead
+    from .reads import Place, SampleRead
     from .scan import ReadContext
 
-Hit = tuple[str, "str | None", str]
+Hit = tuple[str, "Place", "str | None", str]
 
 
 def _turns(doc: DocRead, ctx: "ReadContext") -> Iterator[tuple[int, int, str | None, int, bool]]:
@@ -39,13 +39,13 @@ def _where(doc: DocRead, start: int, role: str | None) -> str:
     return f"the {role or 'unknown-role'} turn at token {doc.offset + start}"
 
 
-def chat_turns(sample: "SampleRead", ctx: "ReadContext") -> Iterator[Hit]:
+def chat_turns(samples: list["SampleRead"], ctx: "ReadContext") -> Iterator[Hit]:
     """``end-of-turn``: a turn with no ``<|im_end|>`` before the next turn or the chat's end. ``chat-mask``: a non-assistant
     turn with trained tokens, an assistant turn with untrained content or ``<|im_end|>``, a trained header, or trained
     tokens after ``<|im_end|>`` (more than ``max_wrong`` tokens in all; the detail says when the mask is the template's
     shifted by one token)."""
     max_wrong = ctx.param("chat-mask", "max_wrong")
-    for doc in sample.docs:
+    for doc in (d for sample in samples for d in sample.docs):
         turns = list(_turns(doc, ctx))
         if not turns:
             continue
@@ -64,9 +64,9 @@ def chat_turns(sample: "SampleRead", ctx: "ReadContext") -> Iterator[Hit]:
                     wrong.append(f"{_where(doc, start, role)}: {', '.join(text for _, text in errors)}")
                     count += sum(tokens for tokens, _ in errors)
         if unclosed:
-            yield "end-of-turn", doc.key, f"no {IM_END} closes {'; '.join(unclosed)}"
+            yield "end-of-turn", doc, doc.key, f"no {IM_END} closes {'; '.join(unclosed)}"
         if wrong and count > max_wrong:
-            yield "chat-mask", doc.key, _shifted(doc, turns, ids, mask, chat.end) + "; ".join(wrong)
+            yield "chat-mask", doc, doc.key, _shifted(doc, turns, ids, mask, chat.end) + "; ".join(wrong)
 
 
 def _shifted(doc: DocRead, turns: list[tuple[int, int, str | None, int, bool]], ids: list[int], mask: list[int] | None, end_id: int) -> str:

@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from ..run.kinds import RunLike
 
 #: Samples below which a lint runs in this process (starting worker processes costs more than it saves).
-POOL_MIN_SAMPLES = 2_000
+POOL_MIN_SAMPLES = 20_000
 #: Ranges of steps per worker process (small enough to balance uneven steps, large enough to share reads).
 RANGES_PER_WORKER = 4
 

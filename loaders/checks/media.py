@@ -1,8 +1,9 @@
 """Checks of the images, video and audio a sample read: decode failures, blank images, frozen video, silent audio.
 
 Where a transform made the model's pixels (a crop, sampled frames), those are judged, since they are what the model
-got; otherwise the stored value is decoded here with the read path's decoders (a failure is a ``decode-failure``
-finding, not an error). Media stored by path is read only through its registered checksum: a file that changed stops
+got (a blank crop is confirmed on the stored picture, since a crop of a good picture may fall inside a flat region);
+otherwise the stored value is decoded here with the read path's decoders (a failure is a ``decode-failure`` finding,
+not an error). Media stored by path is read only through its registered checksum: a file that changed stops
 the lint (:class:`~loaders.errors.MediaChanged`), it is never judged.
 
 >>> import numpy as np
@@ -23,10 +24,10 @@ from ..errors import DecodeError
 from ..media.image import image_from_value, open_image, resolve_media_path, to_display_mode
 
 if TYPE_CHECKING:
-    from .reads import DocRead, SampleRead, SourceFacts
+    from .reads import DocRead, Place, SampleRead, SourceFacts
     from .scan import ReadContext
 
-Hit = tuple[str, "str | None", str]
+Hit = tuple[str, "Place", "str | None", str]
 #: Largest side of the pixels judged (bigger images and frames are subsampled evenly first).
 JUDGED_SIDE = 256
 
@@ -130,9 +131,9 @@ def _silence(data: bytes, where: str, max_dbfs: float) -> str | None:
     return None
 
 
-def media(sample: "SampleRead", ctx: "ReadContext") -> Iterator[Hit]:
+def media(samples: list["SampleRead"], ctx: "ReadContext") -> Iterator[Hit]:
     """``decode-failure``, ``blank-image``, ``frozen-video`` and ``silent-audio`` of each document's media columns."""
-    for doc in sample.docs:
+    for sample, doc in ((s, d) for s in samples for d in s.docs):
         facts = ctx.facts(doc.document.source)
         record, inputs = doc.document.record, sample.inputs
         for column in facts.columns_of("image"):
@@ -147,28 +148,36 @@ def _judged(doc: "DocRead", column: str, judge: Any, ctx: "ReadContext") -> Iter
     try:
         found = judge()
     except DecodeError as exc:
-        yield "decode-failure", doc.key, exc.message
+        yield "decode-failure", doc, doc.key, exc.message
         return
     if found is not None:
-        yield found[0], doc.key, f"{column}: {found[1]}"
+        yield found[0], doc, doc.key, f"{column}: {found[1]}"
 
 
 def _image(record: Any, inputs: Any, column: str, facts: "SourceFacts", doc: "DocRead", ctx: "ReadContext") -> tuple[str, str] | None:
     if not ctx.selected("blank-image") and not ctx.selected("decode-failure"):
         return None
+    thresholds = {"min_std": ctx.param("blank-image", "min_std"), "max_mean": ctx.param("blank-image", "max_mean")}
     model = inputs.get(column)
     if isinstance(model, np.ndarray) and model.ndim >= 2:
-        pixels, what = model, "model input"
-    else:
-        if record.get(column) is None:
+        # A crop of a good picture may fall inside a flat region: blank model pixels are a finding when the stored
+        # picture is blank too.
+        found = blank_image(model, **thresholds) if ctx.selected("blank-image") else None
+        if found is None or record.get(column) is None or blank_image(_stored_pixels(record, column, facts, doc), **thresholds) is None:
             return None
-        where = _where(facts, doc, column)
-        image = to_display_mode(open_image(_stored_bytes(record[column], facts, doc, where), where=where))
-        pixels, what = np.asarray(image), "stored image"  # alpha dropped below, as the read path's RGB conversion does
-    if not ctx.selected("blank-image"):
+        return "blank-image", f"{found} (model input; the stored image too)"
+    if record.get(column) is None:
         return None
-    found = blank_image(pixels, min_std=ctx.param("blank-image", "min_std"), max_mean=ctx.param("blank-image", "max_mean"))
-    return None if found is None else ("blank-image", f"{found} ({what})")
+    pixels = _stored_pixels(record, column, facts, doc)
+    found = blank_image(pixels, **thresholds) if ctx.selected("blank-image") else None
+    return None if found is None else ("blank-image", f"{found} (stored image)")
+
+
+def _stored_pixels(record: Any, column: str, facts: "SourceFacts", doc: "DocRead") -> np.ndarray:
+    """The stored picture's pixels as the read path converts them for display (alpha is dropped by the judge, as the read
+    path's RGB conversion does)."""
+    where = _where(facts, doc, column)
+    return np.asarray(to_display_mode(open_image(_stored_bytes(record[column], facts, doc, where), where=where)))
 
 
 def _video(record: Any, inputs: Any, column: str, facts: "SourceFacts", doc: "DocRead", ctx: "ReadContext") -> tuple[str, str] | None:

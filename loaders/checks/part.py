@@ -38,8 +38,14 @@ class ReadLog:
     COLUMNS = ("step", "rank", "position", "key", "source", "content", "read", "length")
 
     def add(self, step: int, rank: int, position: int, key: str, source: int, content: int, read: int, length: int) -> None:
-        for name, value in zip(self.COLUMNS, (step, rank, position, key, source, content, read, length)):
-            getattr(self, name).append(value)
+        self.step.append(step)
+        self.rank.append(rank)
+        self.position.append(position)
+        self.key.append(key)
+        self.source.append(source)
+        self.content.append(content)
+        self.read.append(read)
+        self.length.append(length)
 
     def extend(self, other: "ReadLog") -> None:
         for name in self.COLUMNS:
@@ -63,8 +69,12 @@ class GroupLog:
     COLUMNS = ("step", "rank", "position", "key", "group", "reward")
 
     def add(self, step: int, rank: int, position: int, key: str, group: str, reward: float) -> None:
-        for name, value in zip(self.COLUMNS, (step, rank, position, key, group, reward)):
-            getattr(self, name).append(value)
+        self.step.append(step)
+        self.rank.append(rank)
+        self.position.append(position)
+        self.key.append(key)
+        self.group.append(group)
+        self.reward.append(reward)
 
     def extend(self, other: "GroupLog") -> None:
         for name in self.COLUMNS:

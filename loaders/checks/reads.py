@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import marshal
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
@@ -55,6 +56,11 @@ class SourceFacts:  # cached properties need a __dict__: no slots
         return any(kind in MEDIA_KINDS for kind in self.kinds.values())
 
     @functools.cached_property
+    def text_only(self) -> bool:
+        """Whether the source's content is text (text or chat columns and no media): its length is its characters."""
+        return not self.media and bool(self.columns_of("text") or self.columns_of("chat"))
+
+    @functools.cached_property
     def content_columns(self) -> list[str]:
         """Columns whose values are the document's content (none: every non-key column is)."""
         return [c for c, k in self.kinds.items() if k in CONTENT_KINDS and c != self.key_column]
@@ -94,51 +100,24 @@ class SourceFacts:  # cached properties need a __dict__: no slots
         )
 
 
-def _value_bytes(value: Any, out: list[bytes]) -> None:
-    """Append bytes standing for one content value: text as UTF-8, lists of numbers as arrays, structures part by part."""
-    kind = type(value)
-    if kind is str:
-        out.append(b"s" + value.encode("utf-8", "surrogatepass"))
-    elif kind is dict:
-        out.append(b"{%d" % len(value))
-        for key in sorted(value, key=str):
-            out.append(b"k" + str(key).encode("utf-8", "surrogatepass"))
-            _value_bytes(value[key], out)
-    elif kind is list or kind is tuple:
-        kinds = set(map(type, value))
-        if kinds and kinds <= {int, float}:
-            try:
-                out.append(b"n" + np.asarray(value, dtype=np.float64 if float in kinds else np.int64).tobytes())
-                return
-            except OverflowError:
-                pass
-        out.append(b"[%d" % len(value))
-        for item in value:
-            _value_bytes(item, out)
-    elif value is None or kind in (bool, int, float):
-        out.append(b"v" + repr(value).encode())
-    elif isinstance(value, (bytes, bytearray, memoryview)):
-        out.append(b"b" + bytes(value))
-    else:
-        out.append(b"d" + digest(value).encode())
-
-
 def content_hash(record: Mapping[str, Any], facts: SourceFacts) -> int:
-    """A 63-bit hash of a record's content columns (every column but the key when it has none), equal for equal content.
+    """A 63-bit hash of a record's content columns (every column but the key when it has none): equal for the same values
+    in the same structure (strings, numbers, lists, structs and bytes as read; anything else by its digest).
+
+    The values are serialized with :mod:`marshal` format 2, which (unlike later formats) does not depend on how objects
+    are shared in memory, so equal values always give equal bytes.
 
     >>> facts = SourceFacts("s", "d", "v", {"id": "text", "text": "text"}, "id")
     >>> content_hash({"id": "a", "text": "hi"}, facts) == content_hash({"id": "b", "text": "hi"}, facts)
     True
     """
     columns = facts.content_columns or sorted(c for c in record if c != facts.key_column)
-    parts: list[bytes] = []
-    for column in columns:
-        _value_bytes(record.get(column), parts)
-    h = hashlib.blake2b(digest_size=8)
-    for part in parts:
-        h.update(len(part).to_bytes(8, "little"))
-        h.update(part)
-    return int.from_bytes(h.digest(), "little") >> 1
+    values = tuple(record.get(c) for c in columns)
+    try:
+        data = marshal.dumps(values, 2)
+    except ValueError:  # numpy arrays, dates, decimals...: by their digest
+        data = b"d" + digest(values).encode()
+    return int.from_bytes(hashlib.blake2b(data, digest_size=8).digest(), "little") >> 1
 
 
 def record_text(record: Mapping[str, Any], facts: SourceFacts) -> str:
@@ -163,7 +142,7 @@ def _mask(inputs: Mapping[str, Any], size: int) -> np.ndarray | None:
     return None
 
 
-@dataclass
+@dataclass(slots=True)
 class DocRead:
     """One document's piece in one sample: its tokens and mask there (``None`` when the sample holds no token ids)."""
 
@@ -180,6 +159,9 @@ class DocRead:
     length: int | None = None
     #: Identifies one read of the document: the pieces of a document packed across sequences share it.
     read_id: tuple[Any, ...] = ()
+    #: The step and rank whose batch held the sample.
+    step: int = 0
+    rank: int = 0
     _text: str | None = field(default=None, repr=False)
 
     def text(self, facts: SourceFacts) -> str:
@@ -197,7 +179,7 @@ class DocRead:
         return self.starts and self.ends
 
 
-@dataclass
+@dataclass(slots=True)
 class SampleRead:
     """A sample's model tokens (padding excluded from ``content``) and the documents it read."""
 
@@ -208,6 +190,9 @@ class SampleRead:
     docs: list[DocRead] = field(default_factory=list)
     #: The sample's model inputs (what transforms made: crops, sampled frames...).
     inputs: Mapping[str, Any] = field(default_factory=dict)
+    #: The step and rank whose batch held the sample.
+    step: int = 0
+    rank: int = 0
 
     @property
     def tokens(self) -> int:
@@ -228,7 +213,15 @@ class SampleRead:
 
     @classmethod
     def build(
-        cls, position: int, inputs: Mapping[str, Any], documents: Sequence["Document"], *, stream: int = 0, index: int = 0
+        cls,
+        position: int,
+        inputs: Mapping[str, Any],
+        documents: Sequence["Document"],
+        *,
+        stream: int = 0,
+        index: int = 0,
+        step: int = 0,
+        rank: int = 0,
     ) -> "SampleRead":
         """The reads of one sample from its model ``inputs`` and ``documents`` (in span order when packed)."""
         raw = inputs.get("input_ids")
@@ -236,7 +229,7 @@ class SampleRead:
         mask = None if ids is None else _mask(inputs, len(ids))
         padding = inputs.get("padding")
         padding = min(max(0, padding), 0 if ids is None else len(ids)) if isinstance(padding, int) and not isinstance(padding, bool) else 0
-        sample = cls(position, ids, mask, padding, inputs=inputs)
+        sample = cls(position, ids, mask, padding, inputs=inputs, step=step, rank=rank)
         spans = inputs.get("doc_spans")
         if isinstance(spans, list):
             for document, span in zip(documents, spans):
@@ -253,6 +246,8 @@ class SampleRead:
                         ends=offset + end - start >= length,
                         length=length,
                         read_id=("packed", stream, document.source, document.draw, document.epoch),
+                        step=step,
+                        rank=rank,
                     )
                 )
         elif documents:
@@ -265,11 +260,17 @@ class SampleRead:
                     None if mask is None or content is None else mask[: len(content)],
                     length=None if content is None else len(content),
                     read_id=("sample", index),
+                    step=step,
+                    rank=rank,
                 )
             )
         return sample
 
 
-def sample_read(position: int, sample: "Sample") -> SampleRead:
-    """:meth:`SampleRead.build` of a batch's ``sample`` at ``position``."""
-    return SampleRead.build(position, sample.inputs, sample.documents, stream=sample.stream, index=sample.index)
+def sample_read(position: int, sample: "Sample", *, step: int = 0, rank: int = 0) -> SampleRead:
+    """:meth:`SampleRead.build` of a batch's ``sample`` at ``position`` (the batch of ``rank`` at ``step``)."""
+    return SampleRead.build(position, sample.inputs, sample.documents, stream=sample.stream, index=sample.index, step=step, rank=rank)
+
+
+#: What a finding of a read check is about: a sample, or one document's piece in it.
+Place = SampleRead | DocRead

@@ -194,22 +194,24 @@ if len(CHECK) != len(CHECKS):
 
 ReadEvaluator = Callable[["SampleRead", "ReadContext"], Iterator[tuple[str, Any, str]]]
 StepEvaluator = Callable[["StepRead", "ReadContext"], Iterator[tuple[str, Any, Any, Any, str]]]
-#: Functions judging one sample, and the checks each reports.
-READ_EVALUATORS: tuple[tuple[tuple[str, ...], ReadEvaluator], ...] = (
-    (("empty-document",), empty_document),
-    (("no-trained-token",), no_trained_token),
-    (("chat-mask", "end-of-turn"), chat_turns),
-    (("repetition",), repetition),
-    (("unknown-tokens",), unknown_tokens),
-    (("decode-failure", "blank-image", "frozen-video", "silent-audio"), media),
-    (("rl-nonfinite", "rl-logprob-positive", "rl-reward-range"), rollout_values),
+#: Functions judging one sample, the checks each reports, and what a sample must hold for it to apply: ``text`` (token
+#: ids, or text or chat columns), ``ids`` (token ids), ``chat`` (token ids of a ChatML tokenizer), ``media`` or ``rl``
+#: (rollout or episode columns).
+READ_EVALUATORS: tuple[tuple[tuple[str, ...], ReadEvaluator, str], ...] = (
+    (("empty-document",), empty_document, "text"),
+    (("no-trained-token",), no_trained_token, "ids"),
+    (("chat-mask", "end-of-turn"), chat_turns, "chat"),
+    (("repetition",), repetition, "text"),
+    (("unknown-tokens",), unknown_tokens, "text"),
+    (("decode-failure", "blank-image", "frozen-video", "silent-audio"), media, "media"),
+    (("rl-nonfinite", "rl-logprob-positive", "rl-reward-range"), rollout_values, "rl"),
 )
 #: Functions judging one step's global batch, and the checks each reports.
 STEP_EVALUATORS: tuple[tuple[tuple[str, ...], StepEvaluator], ...] = ((("mostly-padding", "mix-off-plan"), step_checks),)
 
 
-def _covered(evaluators: Iterable[tuple[tuple[str, ...], Any]]) -> set[str]:
-    return {name for names, _ in evaluators for name in names}
+def _covered(evaluators: Iterable[tuple[Any, ...]]) -> set[str]:
+    return {name for names, *_ in evaluators for name in names}
 
 
 _RUN_WIDE = {c.name for c in CHECKS if c.scope == "run"}

@@ -10,6 +10,7 @@ their per-step ``rewards`` checked for non-finite values too.
 
 from __future__ import annotations
 
+import itertools
 import math
 from typing import TYPE_CHECKING, Any, Iterator, Mapping
 
@@ -20,10 +21,10 @@ from .part import GroupLog
 from .spec import Finding
 
 if TYPE_CHECKING:
-    from .reads import SampleRead
+    from .reads import Place, SampleRead
     from .scan import ReadContext
 
-Hit = tuple[str, "str | None", str]
+Hit = tuple[str, "Place", "str | None", str]
 
 
 def _floats(values: Any) -> np.ndarray | None:
@@ -43,60 +44,101 @@ def nonfinite_entries(values: Any) -> tuple[int, int]:
     return int((~np.isfinite(array)).sum()), len(array)
 
 
-def _rollouts(sample: "SampleRead", ctx: "ReadContext") -> Iterator[tuple[Any, str, Mapping[str, Any]]]:
-    for doc in sample.docs:
+def _rollouts(samples: list["SampleRead"], ctx: "ReadContext") -> list[tuple[Any, str, Mapping[str, Any]]]:
+    """``(doc, column, rollout)`` of every rollout the samples read (found once per list of samples)."""
+    if ctx.rollouts_of is not None and ctx.rollouts_of[0] is samples:
+        return ctx.rollouts_of[1]
+    found = []
+    for doc in (d for sample in samples for d in sample.docs):
         for column in ctx.facts(doc.document.source).columns_of("rollout"):
             value = doc.document.record.get(column)
             if type(value) is dict or isinstance(value, Mapping):
-                yield doc, column, value
+                found.append((doc, column, value))
+    ctx.rollouts_of = (samples, found)
+    return found
 
 
-def rollout_values(sample: "SampleRead", ctx: "ReadContext") -> Iterator[Hit]:
+def _numbers(values: list[Any]) -> np.ndarray:
+    """``values`` (rewards, advantages) as floats; missing or non-numeric ones as NaN, flagged apart by ``None``."""
+    try:
+        return np.array(values, dtype=np.float64)
+    except (TypeError, ValueError):
+        return np.array([np.nan if (x := as_float(v)) is None else x for v in values], dtype=np.float64)
+
+
+def _lists(rollouts: list[tuple[Any, str, Mapping[str, Any]]], name: str) -> tuple[np.ndarray, np.ndarray]:
+    """Every rollout's ``name`` list concatenated (``None`` entries left out), and where each rollout's entries start."""
+    lists = [value.get(name) for _, _, value in rollouts]
+    lengths = [len(v) if isinstance(v, (list, tuple)) else 0 for v in lists]
+    try:
+        flat = np.fromiter(itertools.chain.from_iterable(v for v in lists if isinstance(v, (list, tuple))), np.float64, count=sum(lengths))
+    except (TypeError, ValueError):  # None entries (masked positions) or values that are not numbers: one at a time
+        parts = [_floats([x for x in v if x is not None]) if isinstance(v, (list, tuple)) else None for v in lists]
+        lengths = [0 if p is None else len(p) for p in parts]
+        flat = np.concatenate([p for p in parts if p is not None]) if any(lengths) else np.zeros(0)
+    return flat, np.r_[0, np.cumsum(lengths)].astype(np.int64)
+
+
+def rollout_values(samples: list["SampleRead"], ctx: "ReadContext") -> Iterator[Hit]:
     """``rl-nonfinite``: a NaN or infinite reward, advantage, log-probability or reference log-probability, or episode
     reward. ``rl-logprob-positive``: a log-probability above ``max_logprob``. ``rl-reward-range``: a reward outside the
-    declared ``[min, max]`` (not run while neither bound is declared)."""
+    declared ``[min, max]`` (not run while neither bound is declared). Judged for a batch at once, with numpy."""
     low, high = ctx.param("rl-reward-range", "min"), ctx.param("rl-reward-range", "max")
     max_logprob = ctx.param("rl-logprob-positive", "max_logprob")
-    for doc, column, value in _rollouts(sample, ctx):
-        bad = []
-        reward, advantage = as_float(value.get("reward")), as_float(value.get("advantage"))
-        for name, number in (("reward", reward), ("advantage", advantage)):
-            if number is not None and not math.isfinite(number):
-                bad.append(f"{name} is {number_text(number)}")
-        above = []
+    rollouts = _rollouts(samples, ctx)
+    if rollouts:
+        numbers = {name: _numbers([value.get(name) for _, _, value in rollouts]) for name in ("reward", "advantage")}
+        bad: list[list[str]] = [[] for _ in rollouts]
+        above: list[list[str]] = [[] for _ in rollouts]
+        for name, array in numbers.items():
+            for i in np.flatnonzero(~np.isfinite(array)).tolist():  # a missing or non-numeric value is no NaN: left out
+                if as_float(rollouts[i][2].get(name)) is not None:
+                    bad[i].append(f"{name} is {number_text(float(array[i]))}")
         for name in ("logprobs", "ref_logprobs"):
-            array = _floats(value.get(name))
-            if array is None or not len(array):
+            flat, starts = _lists(rollouts, name)
+            if not len(flat):
                 continue
-            finite = np.isfinite(array)
-            if not finite.all():
-                bad.append(f"{int((~finite).sum())} of {len(array)} {name} are NaN or infinite")
-            over = array[finite] > max_logprob
-            if over.any():
-                above.append(f"{int(over.sum())} of {len(array)} {name} above {max_logprob:g} (largest {float(array[finite].max()):.4g})")
-        if bad:
-            yield "rl-nonfinite", doc.key, f"{column}: {'; '.join(bad)}"
-        if above:
-            yield "rl-logprob-positive", doc.key, f"{column}: {'; '.join(above)}"
-        if reward is not None and math.isfinite(reward) and ((low is not None and reward < low) or (high is not None and reward > high)):
-            bounds = f"[{'-inf' if low is None else f'{low:g}'}, {'inf' if high is None else f'{high:g}'}]"
-            yield "rl-reward-range", doc.key, f"{column}: reward {reward:g} outside the declared range {bounds}"
-    for doc in sample.docs:
+            counts = np.diff(starts)
+            nonfinite = np.add.reduceat(~np.isfinite(flat), starts[:-1]) * (counts > 0) if len(flat) else np.zeros(len(rollouts), int)
+            over = flat > max_logprob  # NaN compares False
+            positive = np.add.reduceat(over, starts[:-1]) * (counts > 0)
+            for i in np.flatnonzero(nonfinite).tolist():
+                bad[i].append(f"{int(nonfinite[i])} of {int(counts[i])} {name} are NaN or infinite")
+            for i in np.flatnonzero(positive).tolist():
+                largest = float(np.nanmax(flat[starts[i] : starts[i + 1]]))
+                above[i].append(f"{int(positive[i])} of {int(counts[i])} {name} above {max_logprob:g} (largest {largest:.4g})")
+        rewards = numbers["reward"]
+        outside = np.zeros(len(rollouts), dtype=bool)
+        if low is not None:
+            outside |= np.isfinite(rewards) & (rewards < low)
+        if high is not None:
+            outside |= np.isfinite(rewards) & (rewards > high)
+        for i, (doc, column, _) in enumerate(rollouts):
+            if bad[i]:
+                yield "rl-nonfinite", doc, doc.key, f"{column}: {'; '.join(bad[i])}"
+            if above[i]:
+                yield "rl-logprob-positive", doc, doc.key, f"{column}: {'; '.join(above[i])}"
+            if outside[i]:
+                bounds = f"[{'-inf' if low is None else f'{low:g}'}, {'inf' if high is None else f'{high:g}'}]"
+                yield "rl-reward-range", doc, doc.key, f"{column}: reward {rewards[i]:g} outside the declared range {bounds}"
+    for doc in (d for sample in samples for d in sample.docs):
         for column in ctx.facts(doc.document.source).columns_of("episode"):
             episode = doc.document.record.get(column)
-            rewards = episode.get("rewards") if isinstance(episode, Mapping) else None
-            if isinstance(rewards, (list, tuple, np.ndarray)):
-                count, total = nonfinite_entries(list(rewards))
+            episode_rewards = episode.get("rewards") if isinstance(episode, Mapping) else None
+            if isinstance(episode_rewards, (list, tuple, np.ndarray)):
+                count, total = nonfinite_entries(list(episode_rewards))
                 if count:
-                    yield "rl-nonfinite", doc.key, f"{column}: {count} of {total} episode rewards are NaN or infinite"
+                    yield "rl-nonfinite", doc, doc.key, f"{column}: {count} of {total} episode rewards are NaN or infinite"
 
 
-def log_groups(sample: "SampleRead", ctx: "ReadContext", step: int, rank: int, groups: GroupLog) -> None:
-    """Log each rollout the sample read that has a group id and a finite reward (for ``rl-zero-variance``)."""
-    for doc, _, value in _rollouts(sample, ctx):
-        group, reward = value.get("group_id"), as_float(value.get("reward"))
-        if group is not None and str(group) != "" and reward is not None and math.isfinite(reward):
-            groups.add(step, rank, sample.position, doc.key, str(group), reward)
+def log_groups(samples: list["SampleRead"], ctx: "ReadContext", groups: GroupLog) -> None:
+    """Log each rollout the samples read that has a group id and a finite reward (for ``rl-zero-variance``)."""
+    rollouts = _rollouts(samples, ctx)
+    rewards = _numbers([value.get("reward") for _, _, value in rollouts]).tolist()
+    for (doc, _, value), reward in zip(rollouts, rewards):
+        group = value.get("group_id")
+        if group is not None and group != "" and math.isfinite(reward):
+            groups.add(doc.step, doc.rank, doc.position, doc.key, group if type(group) is str else str(group), reward)
 
 
 def zero_variance(groups: GroupLog, *, min_group: float, severity: str) -> list[Finding]:

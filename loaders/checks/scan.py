@@ -19,12 +19,12 @@ import hashlib
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable
 
-from ..errors import CatalogCorrupt, ChecksumMismatch, CorruptData, DecodeError, TokenizerNotFound
+from ..errors import BatchscopeError, CatalogCorrupt, ChecksumMismatch, CorruptData, DecodeError, TokenizerNotFound
 from .options import LintOptions
 from .part import LintPart
 from .reads import SampleRead, SourceFacts, content_hash, sample_read
-from .registry import CHECK, READ_EVALUATORS, STEP_EVALUATORS
-from .rl import log_groups
+from .registry import CHECK, READ_EVALUATORS, STEP_EVALUATORS, ReadEvaluator
+from .rl import log_groups, rollout_values
 from .spec import Finding
 from .steps import planned_shares
 
@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from tokenizers import Tokenizer
 
     from ..run.kinds import RunLike
+    from ..sampling.batch import Batch
 
 #: Errors that mean the bytes a run reads changed since they were registered: the lint stops, it never judges them.
 DATA_CHANGED = (ChecksumMismatch, CatalogCorrupt)
@@ -55,10 +56,32 @@ class ReadContext:
         self.options = options
         self._tokenizer = tokenizer
         self._facts: dict[int, SourceFacts] = {}
+        self._evaluators: dict[tuple[tuple[int, ...], bool], list[ReadEvaluator]] = {}
+        #: The rollouts of the last list of samples judged (the RL checks and the group log share them).
+        self.rollouts_of: tuple[list[SampleRead], list[Any]] | None = None
         self.plan = planned_shares(run.manifest)
 
     def selected(self, check: str) -> bool:
         return self.options.selected(check)
+
+    def evaluators(self, sample: SampleRead) -> list[ReadEvaluator]:
+        """The selected read evaluators that apply to what ``sample`` holds (found once per kind of sample)."""
+        sources = tuple(sorted({d.document.source for d in sample.docs}))
+        key = (sources, sample.ids is not None)
+        found = self._evaluators.get(key)
+        if found is None:
+            facts = [self.facts(s) for s in sources]
+            holds = {
+                "ids": sample.ids is not None,
+                "text": sample.ids is not None or any(f.columns_of("text") or f.columns_of("chat") for f in facts),
+                "chat": sample.ids is not None and any(f.chat is not None for f in facts),
+                "media": any(f.media for f in facts),
+                "rl": any(f.columns_of("rollout") or f.columns_of("episode") for f in facts),
+            }
+            found = self._evaluators[key] = [
+                evaluate for names, evaluate, needs in READ_EVALUATORS if holds[needs] and any(self.options.selected(n) for n in names)
+            ]
+        return found
 
     def param(self, check: str, name: str) -> Any:
         return self.options.param(check, name)
@@ -93,26 +116,72 @@ def _hash63(value: object) -> int:
     return int.from_bytes(hashlib.blake2b(repr(value).encode(), digest_size=8).digest(), "little") >> 1
 
 
-def _judge_sample(part: LintPart, ctx: ReadContext, step: int, rank: int, sample: SampleRead) -> None:
+#: Samples a lint reads at once (consecutive steps of one rank read together share their reads).
+SAMPLES_PER_READ = 512
+
+
+def _judge(part: LintPart, ctx: ReadContext, samples: list[SampleRead]) -> None:
+    """Every selected read check over ``samples`` (of any steps and ranks, judged together so each check's fixed costs are
+    paid once for many samples), and the reads and rollout groups the run-wide checks need."""
     options = ctx.options
-    for names, evaluate in READ_EVALUATORS:
-        if not any(options.selected(n) for n in names):
-            continue
-        for check, key, detail in evaluate(sample, ctx):
+    by_evaluator: dict[Any, list[SampleRead]] = {}
+    for sample in samples:
+        for evaluate in ctx.evaluators(sample):
+            by_evaluator.setdefault(evaluate, []).append(sample)
+    for evaluate, judged in by_evaluator.items():
+        for check, place, key, detail in evaluate(judged, ctx):
             if options.selected(check):
-                part.findings.append(Finding(check, CHECK[check].severity, step, rank, sample.position, key, detail))
+                part.findings.append(Finding(check, CHECK[check].severity, place.step, place.rank, place.position, key, detail))
     if options.selected("rl-zero-variance"):
-        log_groups(sample, ctx, step, rank, part.groups)
+        log_groups(by_evaluator.get(rollout_values, samples), ctx, part.groups)
     duplicates, lengths = options.selected("duplicate"), options.selected("length-outlier")
-    for doc in sample.docs:
+    for doc in (d for sample in samples for d in sample.docs):
         part.documents += 1
         if not doc.starts or not (duplicates or lengths):
             continue
         facts = ctx.facts(doc.document.source)
-        record = doc.document.record
-        content = content_hash(record, facts) if duplicates else 0
-        length = doc.length if doc.length is not None else (len(doc.text(facts)) if lengths and not facts.media else -1)
-        part.reads.add(step, rank, sample.position, doc.key, doc.document.source, content, _hash63(doc.read_id), length)
+        content = content_hash(doc.document.record, facts) if duplicates else 0
+        length = doc.length if doc.length is not None else (len(doc.text(facts)) if lengths and facts.text_only else -1)
+        part.reads.add(doc.step, doc.rank, doc.position, doc.key, doc.document.source, content, _hash63(doc.read_id), length)
+
+
+def world_sizes(run: "RunLike", steps: range) -> list[tuple[range, int]]:
+    """``steps`` cut where the run's world-size history changes, each part with the world size the run says is in force.
+
+    >>> from types import SimpleNamespace as Span
+    >>> class R:
+    ...     world_size_history = lambda self: [Span(start_step=0, world_size=2), Span(start_step=5, world_size=1)]
+    ...     world_size_at = lambda self, step: 2 if step < 5 else 1
+    >>> world_sizes(R(), range(3, 8))
+    [(range(3, 5), 2), (range(5, 8), 1)]
+    """
+    cuts = sorted({steps.start, steps.stop} | {s.start_step for s in run.world_size_history() if steps.start < s.start_step < steps.stop})
+    return [(range(a, b), run.world_size_at(a)) for a, b in zip(cuts, cuts[1:])]
+
+
+def read_batches(run: "RunLike", steps: range, rank: int, world_size: int) -> list["Batch | BatchscopeError"]:
+    """Rank ``rank``'s batch at each of ``steps`` (one world size), or the decoding error that step's batch raised.
+
+    Runs that read consecutive steps together (``batches``) do so; a range that fails is read again step by step, so only
+    the failing steps are lost. Bytes that changed since registration are raised, never returned.
+    """
+    together = getattr(run, "batches", None)
+    if together is not None and len(steps) > 1:
+        try:
+            return list(together(steps, rank, world_size=world_size))
+        except DATA_CHANGED:
+            raise
+        except (DecodeError, CorruptData):
+            pass
+    out: list[Batch | BatchscopeError] = []
+    for step in steps:
+        try:
+            out.append(run.batch(step, rank, world_size=world_size))
+        except DATA_CHANGED:
+            raise
+        except (DecodeError, CorruptData) as exc:
+            out.append(exc)
+    return out
 
 
 def lint_steps(
@@ -130,28 +199,38 @@ def lint_steps(
     """
     ctx = context or ReadContext(run, options, tokenizer=tokenizer)
     part = LintPart(steps)
-    for step in steps:
-        world_size = run.world_size_at(step)
-        read = StepRead(step, world_size)
-        for rank in range(world_size):
-            try:
-                batch = run.batch(step, rank, world_size=world_size)
-            except DATA_CHANGED:
-                raise
-            except (DecodeError, CorruptData) as exc:
-                read.failed = True
-                part.failed_batches += 1
-                if options.selected("decode-failure"):
-                    part.findings.append(Finding("decode-failure", CHECK["decode-failure"].severity, step, rank, None, None, exc.message))
-                continue
-            samples = [sample_read(position, sample) for position, sample in enumerate(batch.samples)]
-            part.samples += len(samples)
-            for sample in samples:
-                _judge_sample(part, ctx, step, rank, sample)
-            read.ranks.append((rank, samples))
-        for names, evaluate in STEP_EVALUATORS:
-            if any(options.selected(n) for n in names):
-                for check, rank_, position, key, detail in evaluate(read, ctx):
-                    if options.selected(check):
-                        part.findings.append(Finding(check, CHECK[check].severity, step, rank_, position, key, detail))
+    per_read = max(1, SAMPLES_PER_READ // max(1, run.global_batch_size))
+    for window, world_size in world_sizes(run, steps):
+        for start in range(window.start, window.stop, per_read):
+            chunk = range(start, min(window.stop, start + per_read))
+            by_rank = [read_batches(run, chunk, rank, world_size) for rank in range(world_size)]
+            reads = [_step_reads(part, options, step, [batches[i] for batches in by_rank]) for i, step in enumerate(chunk)]
+            _judge(part, ctx, [sample for read in reads for _, samples in read.ranks for sample in samples])
+            for read in reads:
+                _judge_step(part, ctx, read)
     return part
+
+
+def _step_reads(part: LintPart, options: LintOptions, step: int, batches: list["Batch | BatchscopeError"]) -> StepRead:
+    """The reads of every rank's batch at ``step``; a batch that failed is a ``decode-failure`` finding for its rank."""
+    read = StepRead(step, len(batches))
+    for rank, batch in enumerate(batches):
+        if isinstance(batch, BatchscopeError):
+            read.failed = True
+            part.failed_batches += 1
+            if options.selected("decode-failure"):
+                part.findings.append(Finding("decode-failure", CHECK["decode-failure"].severity, step, rank, None, None, batch.message))
+            continue
+        samples = [sample_read(position, sample, step=step, rank=rank) for position, sample in enumerate(batch.samples)]
+        part.samples += len(samples)
+        read.ranks.append((rank, samples))
+    return read
+
+
+def _judge_step(part: LintPart, ctx: ReadContext, read: StepRead) -> None:
+    options = ctx.options
+    for names, evaluate in STEP_EVALUATORS:
+        if any(options.selected(n) for n in names):
+            for check, rank, position, key, detail in evaluate(read, ctx):
+                if options.selected(check):
+                    part.findings.append(Finding(check, CHECK[check].severity, read.step, rank, position, key, detail))

@@ -1,7 +1,8 @@
 """Checks of the tokens a sample read: empty documents, nothing trained, repetition, unknown tokens.
 
-Each function takes one sample's reads and yields ``(check, key, detail)`` for what it finds; :mod:`.registry` lists
-them with their thresholds.
+Each function takes the reads of many samples and yields ``(check, read, key, detail)`` for what it finds (``read`` is
+the sample or document read it is about: its step, rank and position);
+:mod:`.registry` lists them with their thresholds.
 
 >>> import numpy as np
 >>> longest_period_run(np.array([1, 2] * 40 + [3, 4, 5]), 13, 32)
@@ -19,9 +20,10 @@ import numpy as np
 from .reads import DocRead, SampleRead
 
 if TYPE_CHECKING:
+    from .reads import Place
     from .scan import ReadContext
 
-Hit = tuple[str, "str | None", str]
+Hit = tuple[str, "Place", "str | None", str]
 REPLACEMENT = "\ufffd"
 
 
@@ -70,41 +72,47 @@ def _units(doc: DocRead, ctx: "ReadContext") -> np.ndarray | None:
     return np.array([hash(w) for w in words], dtype=np.int64) if words else None
 
 
-def empty_document(sample: SampleRead, ctx: "ReadContext") -> Iterator[Hit]:
+def empty_document(samples: list[SampleRead], ctx: "ReadContext") -> Iterator[Hit]:
     """A document whose text (text columns and chat turns) holds no character but whitespace, or, without text, that has
     fewer than ``min_tokens`` tokens; judged on the piece that starts it."""
     min_tokens = ctx.param("empty-document", "min_tokens")
-    for doc in sample.docs:
+    for doc in (d for sample in samples for d in sample.docs):
         if not doc.starts:
             continue
         facts = ctx.facts(doc.document.source)
         if facts.columns_of("text") or facts.columns_of("chat"):
             if not doc.text(facts).strip():
-                yield "empty-document", doc.key, "its text is empty" if doc.length is None else f"its text is empty ({doc.length} token(s))"
+                yield (
+                    "empty-document",
+                    doc,
+                    doc.key,
+                    "its text is empty" + ("" if doc.length is None else f" ({doc.length} token(s))"),
+                )
         elif doc.length is not None and doc.length < min_tokens:
-            yield "empty-document", doc.key, f"{doc.length} token(s)"
+            yield "empty-document", doc, doc.key, f"{doc.length} token(s)"
 
 
-def no_trained_token(sample: SampleRead, ctx: "ReadContext") -> Iterator[Hit]:
+def no_trained_token(samples: list[SampleRead], ctx: "ReadContext") -> Iterator[Hit]:
     """A document read whole whose tokens are all masked, or a sample none of whose tokens (padding aside) is trained."""
-    found = False
-    for doc in sample.docs:
-        if doc.whole and doc.ids is not None and doc.mask is not None and len(doc.ids) and not doc.mask.any():
-            found = True
-            yield "no-trained-token", doc.key, f"none of its {len(doc.ids)} tokens is trained"
-    if not found and sample.ids is not None and sample.content > 0 and sample.trained == 0:
-        key = sample.docs[0].key if sample.docs else None
-        yield "no-trained-token", key, f"none of the sample's {sample.content} tokens (padding aside) is trained"
+    for sample in samples:
+        found = False
+        for doc in sample.docs:
+            if doc.whole and doc.ids is not None and doc.mask is not None and len(doc.ids) and not doc.mask.any():
+                found = True
+                yield "no-trained-token", sample, doc.key, f"none of its {len(doc.ids)} tokens is trained"
+        if not found and sample.ids is not None and sample.content > 0 and sample.trained == 0:
+            key = sample.docs[0].key if sample.docs else None
+            yield "no-trained-token", sample, key, f"none of the sample's {sample.content} tokens (padding aside) is trained"
 
 
-def repetition(sample: SampleRead, ctx: "ReadContext") -> Iterator[Hit]:
+def repetition(samples: list[SampleRead], ctx: "ReadContext") -> Iterator[Hit]:
     """A piece of at least ``min_tokens`` tokens (words for text) that repeats an n-gram of up to ``max_period`` tokens at
     least ``min_repeats`` times back to back, or whose token entropy is below ``min_entropy`` bits."""
     min_tokens = ctx.param("repetition", "min_tokens")
     max_period = int(ctx.param("repetition", "max_period"))
     min_repeats = ctx.param("repetition", "min_repeats")
     min_entropy = ctx.param("repetition", "min_entropy")
-    for doc in sample.docs:
+    for doc in (d for sample in samples for d in sample.docs):
         if doc.ids is None and not doc.starts:
             continue
         units = _units(doc, ctx)
@@ -113,42 +121,31 @@ def repetition(sample: SampleRead, ctx: "ReadContext") -> Iterator[Hit]:
         what = "tokens" if doc.ids is not None else "words"
         period, repeats = longest_period_run(units, max_period, int(min_repeats))
         if repeats:
-            yield "repetition", doc.key, f"a {period}-gram repeated {repeats} times in a row ({len(units)} {what})"
+            yield "repetition", doc, doc.key, f"a {period}-gram repeated {repeats} times in a row ({len(units)} {what})"
             continue
         bits = entropy_bits(units)
         if bits < min_entropy:
-            yield "repetition", doc.key, f"{what} entropy {bits:.2f} bits over {len(units)} {what}"
+            yield "repetition", doc, doc.key, f"{what} entropy {bits:.2f} bits over {len(units)} {what}"
 
 
-def unknown_tokens(sample: SampleRead, ctx: "ReadContext") -> Iterator[Hit]:
+def unknown_tokens(samples: list[SampleRead], ctx: "ReadContext") -> Iterator[Hit]:
     """A piece whose share of the tokenizer's unknown token, or a document whose share of U+FFFD characters in its text,
     is above ``max_share``."""
     max_share = ctx.param("unknown-tokens", "max_share")
-    for doc in sample.docs:
+    for doc in (d for sample in samples for d in sample.docs):
         facts = ctx.facts(doc.document.source)
         if doc.ids is not None and facts.unknown_id is not None and len(doc.ids):
             unknown = int((doc.ids == facts.unknown_id).sum())
             if unknown / len(doc.ids) > max_share:
-                yield "unknown-tokens", doc.key, f"{unknown} of {len(doc.ids)} tokens are the unknown token ({unknown / len(doc.ids):.1%})"
+                yield (
+                    "unknown-tokens",
+                    doc,
+                    doc.key,
+                    f"{unknown} of {len(doc.ids)} tokens are the unknown token ({unknown / len(doc.ids):.1%})",
+                )
                 continue
         if doc.starts:
             text = doc.text(facts)
             bad = text.count(REPLACEMENT) if REPLACEMENT in text else 0
             if bad and bad / len(text) > max_share:
-                yield "unknown-tokens", doc.key, f"{bad} of {len(text)} characters are U+FFFD ({bad / len(text):.1%})"
-
-
-def lengths(sample: SampleRead, ctx: "ReadContext") -> list[tuple[DocRead, int]]:
-    """Each read's length for the length-outlier check: tokens of the document, else characters of its text (pieces that
-    do not start a document are left out: their document is measured where it starts)."""
-    out = []
-    for doc in sample.docs:
-        if not doc.starts:
-            continue
-        if doc.length is not None:
-            out.append((doc, doc.length))
-        else:
-            text = doc.text(ctx.facts(doc.document.source))
-            if text:
-                out.append((doc, len(text)))
-    return out
+                yield "unknown-tokens", doc, doc.key, f"{bad} of {len(text)} characters are U+FFFD ({bad / len(text):.1%})"

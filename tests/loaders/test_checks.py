@@ -57,10 +57,13 @@ def test_packed_documents_are_judged_like_unpacked_ones(planted: Catalog) -> Non
 def test_a_batch_that_cannot_be_decoded_is_a_finding_for_its_rank(planted: Catalog) -> None:
     run = planted.run("lint-crops")
     result = lint(run, catalog=planted, workers=1)
-    (failure,) = result.findings
-    assert (failure.check, failure.rank, failure.position, failure.key) == ("decode-failure", 0, None, None)
-    assert "dataset pics" in failure.detail and "row 14" in failure.detail and "cannot decode image" in failure.detail
+    failure, *blank = result.findings
+    assert (failure.check, failure.step, failure.rank, failure.position, failure.key) == ("decode-failure", 0, 0, None, None)
+    assert "dataset pics" in failure.detail and "row 0" in failure.detail and "cannot decode image" in failure.detail
     assert result.failed_batches == 1 and result.samples == (run.total_steps - 1) * run.global_batch_size  # the other steps were linted
+    # the crops of the blank pictures are blank (and confirmed on the stored picture); no crop of a good one is
+    assert {(f.check, f.key) for f in blank} == {("blank-image", "pic-black"), ("blank-image", "pic-gray")}
+    assert all(f.detail.endswith("(model input; the stored image too)") for f in blank)
 
 
 def test_a_record_read_twice_in_one_step_is_a_duplicate_read_each_time(planted: Catalog) -> None:

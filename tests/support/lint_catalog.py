@@ -215,10 +215,10 @@ def _wav(samples: np.ndarray, rate: int = 8000) -> bytes:
 
 def _media(root: Path, catalog: Catalog) -> None:
     rng = np.random.default_rng(0)
-    pics = {f"pic-{i:02d}": encode_png(_picture(rng)) for i in range(12)}
+    pics = {"pic-corrupt": b"\x89PNG\r\n\x1a\n this is not an image"}
+    pics.update({f"pic-{i:02d}": encode_png(_picture(rng)) for i in range(12)})
     pics["pic-black"] = encode_png(np.zeros((48, 48, 3), np.uint8))
     pics["pic-gray"] = encode_png(np.full((48, 48, 3), 128, np.uint8))
-    pics["pic-corrupt"] = b"\x89PNG\r\n\x1a\n this is not an image"
     catalog.register("pics", _write(pa.table({"id": list(pics), "image": list(pics.values())}), root / "pics"), key="id", tag="v1")
     clips = {}
     for i in range(3):
@@ -235,7 +235,7 @@ def _media(root: Path, catalog: Catalog) -> None:
 
 def build_lint_catalog(root: Path) -> Catalog:
     """The catalog: datasets ``texts``, ``chats``, ``rollouts``, ``pics``, ``clips``, ``sounds``, ``tiny``, and the runs of
-    :data:`RUNS` plus ``lint-crops`` (crops of ``pics``: the corrupt picture fails its batch) and ``lint-tiny`` (3
+    :data:`RUNS` plus ``lint-crops`` (crops of ``pics``: the corrupt picture fails the first batch) and ``lint-tiny`` (3
     records read 8 at a time: each is read more than once in one step)."""
     catalog = Catalog(root / "catalog")
     clean = prose()
