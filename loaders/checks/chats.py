@@ -17,8 +17,8 @@ from .chatml import expected_mask, mask_errors, mask_shift, missing_end
 from .reads import DocRead
 
 if TYPE_CHECKING:
+    from .context import Context as ReadContext
     from .reads import Place, SampleRead
-    from .scan import ReadContext
 
 Hit = tuple[str, "Place", "str | None", str]
 
@@ -40,11 +40,12 @@ def _where(doc: DocRead, start: int, role: str | None) -> str:
 
 
 def chat_turns(samples: list["SampleRead"], ctx: "ReadContext") -> Iterator[Hit]:
-    """``end-of-turn``: a turn with no ``<|im_end|>`` before the next turn or the chat's end. ``chat-mask``: a non-assistant
+    """``end-of-turn``: more than ``max_unclosed`` turns with no ``<|im_end|>`` before the next turn or the chat's end. ``chat-mask``: a non-assistant
     turn with trained tokens, an assistant turn with untrained content or ``<|im_end|>``, a trained header, or trained
     tokens after ``<|im_end|>`` (more than ``max_wrong`` tokens in all; the detail says when the mask is the template's
     shifted by one token)."""
     max_wrong = ctx.param("chat-mask", "max_wrong")
+    max_unclosed = ctx.param("end-of-turn", "max_unclosed")
     for doc in (d for sample in samples for d in sample.docs):
         turns = list(_turns(doc, ctx))
         if not turns:
@@ -63,7 +64,7 @@ def chat_turns(samples: list["SampleRead"], ctx: "ReadContext") -> Iterator[Hit]
                 if errors:
                     wrong.append(f"{_where(doc, start, role)}: {', '.join(text for _, text in errors)}")
                     count += sum(tokens for tokens, _ in errors)
-        if unclosed:
+        if len(unclosed) > max_unclosed:
             yield "end-of-turn", doc, doc.key, f"no {IM_END} closes {'; '.join(unclosed)}"
         if wrong and count > max_wrong:
             yield "chat-mask", doc, doc.key, _shifted(doc, turns, ids, mask, chat.end) + "; ".join(wrong)

@@ -24,8 +24,8 @@ from ..errors import DecodeError
 from ..media.image import image_from_value, open_image, resolve_media_path, to_display_mode
 
 if TYPE_CHECKING:
+    from .context import Context as ReadContext
     from .reads import DocRead, Place, SampleRead, SourceFacts
-    from .scan import ReadContext
 
 Hit = tuple[str, "Place", "str | None", str]
 #: Largest side of the pixels judged (bigger images and frames are subsampled evenly first).

@@ -21,8 +21,9 @@ from .tokens import empty_document, no_trained_token, repetition, unknown_tokens
 from .trend import OUTLIER_K, OUTLIER_WINDOW, WARMUP_K
 
 if TYPE_CHECKING:
+    from .context import Context as ReadContext
+    from .context import StepRead
     from .reads import SampleRead
-    from .scan import ReadContext, StepRead
 
 CHECKS: tuple[Check, ...] = (
     Check(
@@ -38,7 +39,9 @@ CHECKS: tuple[Check, ...] = (
         "tokens",
         "error",
         "read",
-        "a document read whole none of whose tokens is trained, or a sample none of whose tokens (padding aside) is trained",
+        "a document read whole (of at least min_tokens tokens) none of whose tokens is trained, or a sample none of whose "
+        "tokens (padding aside) is trained",
+        (Param("min_tokens", 1, "shortest document judged", minimum=1),),
     ),
     Check(
         "chat-mask",
@@ -49,7 +52,14 @@ CHECKS: tuple[Check, ...] = (
         "misses assistant content or its <|im_end|>, in more than max_wrong tokens",
         (Param("max_wrong", 0, "wrongly masked tokens tolerated per document", minimum=0),),
     ),
-    Check("end-of-turn", "tokens", "warning", "read", "a ChatML turn with no <|im_end|> before the next turn or the chat's end"),
+    Check(
+        "end-of-turn",
+        "tokens",
+        "warning",
+        "read",
+        "a ChatML chat with more than max_unclosed turns that have no <|im_end|> before the next turn or the chat's end",
+        (Param("max_unclosed", 0, "turns without <|im_end|> tolerated per document", minimum=0),),
+    ),
     Check(
         "repetition",
         "tokens",
@@ -130,7 +140,9 @@ CHECKS: tuple[Check, ...] = (
         "rl",
         "error",
         "read",
-        "a NaN or infinite reward, advantage, log-probability, reference log-probability or episode reward",
+        "a rollout with more than max_entries NaN or infinite values among its reward, advantage, log-probabilities and "
+        "reference log-probabilities (or an episode among its rewards)",
+        (Param("max_entries", 0, "non-finite values tolerated per rollout or episode", minimum=0),),
     ),
     Check(
         "rl-logprob-positive",

@@ -21,8 +21,8 @@ from .part import GroupLog
 from .spec import Finding
 
 if TYPE_CHECKING:
+    from .context import Context as ReadContext
     from .reads import Place, SampleRead
-    from .scan import ReadContext
 
 Hit = tuple[str, "Place", "str | None", str]
 
@@ -85,15 +85,18 @@ def rollout_values(samples: list["SampleRead"], ctx: "ReadContext") -> Iterator[
     declared ``[min, max]`` (not run while neither bound is declared). Judged for a batch at once, with numpy."""
     low, high = ctx.param("rl-reward-range", "min"), ctx.param("rl-reward-range", "max")
     max_logprob = ctx.param("rl-logprob-positive", "max_logprob")
+    max_entries = ctx.param("rl-nonfinite", "max_entries")
     rollouts = _rollouts(samples, ctx)
     if rollouts:
         numbers = {name: _numbers([value.get(name) for _, _, value in rollouts]) for name in ("reward", "advantage")}
         bad: list[list[str]] = [[] for _ in rollouts]
+        count = np.zeros(len(rollouts), dtype=np.int64)  # non-finite values per rollout
         above: list[list[str]] = [[] for _ in rollouts]
         for name, array in numbers.items():
             for i in np.flatnonzero(~np.isfinite(array)).tolist():  # a missing or non-numeric value is no NaN: left out
                 if as_float(rollouts[i][2].get(name)) is not None:
                     bad[i].append(f"{name} is {number_text(float(array[i]))}")
+                    count[i] += 1
         for name in ("logprobs", "ref_logprobs"):
             flat, starts = _lists(rollouts, name)
             if not len(flat):
@@ -104,6 +107,7 @@ def rollout_values(samples: list["SampleRead"], ctx: "ReadContext") -> Iterator[
             positive = np.add.reduceat(over, starts[:-1]) * (counts > 0)
             for i in np.flatnonzero(nonfinite).tolist():
                 bad[i].append(f"{int(nonfinite[i])} of {int(counts[i])} {name} are NaN or infinite")
+                count[i] += int(nonfinite[i])
             for i in np.flatnonzero(positive).tolist():
                 largest = float(np.nanmax(flat[starts[i] : starts[i + 1]]))
                 above[i].append(f"{int(positive[i])} of {int(counts[i])} {name} above {max_logprob:g} (largest {largest:.4g})")
@@ -114,7 +118,7 @@ def rollout_values(samples: list["SampleRead"], ctx: "ReadContext") -> Iterator[
         if high is not None:
             outside |= np.isfinite(rewards) & (rewards > high)
         for i, (doc, column, _) in enumerate(rollouts):
-            if bad[i]:
+            if count[i] > max_entries:
                 yield "rl-nonfinite", doc, doc.key, f"{column}: {'; '.join(bad[i])}"
             if above[i]:
                 yield "rl-logprob-positive", doc, doc.key, f"{column}: {'; '.join(above[i])}"
@@ -126,9 +130,9 @@ def rollout_values(samples: list["SampleRead"], ctx: "ReadContext") -> Iterator[
             episode = doc.document.record.get(column)
             episode_rewards = episode.get("rewards") if isinstance(episode, Mapping) else None
             if isinstance(episode_rewards, (list, tuple, np.ndarray)):
-                count, total = nonfinite_entries(list(episode_rewards))
-                if count:
-                    yield "rl-nonfinite", doc, doc.key, f"{column}: {count} of {total} episode rewards are NaN or infinite"
+                nonfinite, total = nonfinite_entries(list(episode_rewards))
+                if nonfinite > max_entries:
+                    yield "rl-nonfinite", doc, doc.key, f"{column}: {nonfinite} of {total} episode rewards are NaN or infinite"
 
 
 def log_groups(samples: list["SampleRead"], ctx: "ReadContext", groups: GroupLog) -> None:

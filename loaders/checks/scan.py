@@ -16,10 +16,10 @@ checksum mismatch, a media file changed, a catalog file edited) stop the lint wi
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable
 
 from ..errors import BatchscopeError, CatalogCorrupt, ChecksumMismatch, CorruptData, DecodeError, TokenizerNotFound
+from .context import StepRead
 from .options import LintOptions
 from .part import LintPart
 from .reads import SampleRead, SourceFacts, content_hash, sample_read
@@ -36,16 +36,6 @@ if TYPE_CHECKING:
 
 #: Errors that mean the bytes a run reads changed since they were registered: the lint stops, it never judges them.
 DATA_CHANGED = (ChecksumMismatch, CatalogCorrupt)
-
-
-@dataclass
-class StepRead:
-    """One step's global batch as read: every rank's samples (ranks whose batch failed are left out and ``failed``)."""
-
-    step: int
-    world_size: int
-    ranks: list[tuple[int, list[SampleRead]]] = field(default_factory=list)
-    failed: bool = False
 
 
 class ReadContext:

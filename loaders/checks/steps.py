@@ -17,7 +17,8 @@ import math
 from typing import TYPE_CHECKING, Any, Iterator, Mapping, Sequence
 
 if TYPE_CHECKING:
-    from .scan import ReadContext, StepRead
+    from .context import Context as ReadContext
+    from .context import StepRead
 
 StepHit = tuple[str, "int | None", "int | None", "str | None", str]
 

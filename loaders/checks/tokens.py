@@ -20,8 +20,8 @@ import numpy as np
 from .reads import DocRead, SampleRead
 
 if TYPE_CHECKING:
+    from .context import Context as ReadContext
     from .reads import Place
-    from .scan import ReadContext
 
 Hit = tuple[str, "Place", "str | None", str]
 REPLACEMENT = "\ufffd"
@@ -93,11 +93,13 @@ def empty_document(samples: list[SampleRead], ctx: "ReadContext") -> Iterator[Hi
 
 
 def no_trained_token(samples: list[SampleRead], ctx: "ReadContext") -> Iterator[Hit]:
-    """A document read whole whose tokens are all masked, or a sample none of whose tokens (padding aside) is trained."""
+    """A document read whole (of at least ``min_tokens`` tokens) whose tokens are all masked, or a sample none of whose tokens
+    (padding aside) is trained."""
+    min_tokens = max(1, ctx.param("no-trained-token", "min_tokens"))
     for sample in samples:
         found = False
         for doc in sample.docs:
-            if doc.whole and doc.ids is not None and doc.mask is not None and len(doc.ids) and not doc.mask.any():
+            if doc.whole and doc.ids is not None and doc.mask is not None and len(doc.ids) >= min_tokens and not doc.mask.any():
                 found = True
                 yield "no-trained-token", sample, doc.key, f"none of its {len(doc.ids)} tokens is trained"
         if not found and sample.ids is not None and sample.content > 0 and sample.trained == 0:

@@ -209,3 +209,20 @@ def test_clean_data_stays_below_each_documented_false_positive_rate(demo_catalog
     for check in CHECK.values():
         units = steps if check.scope == "step" or check.name == "loss-spike" else reads
         assert false[check.name] / units <= check.false_positives, (check.name, false[check.name], units)
+
+
+def test_the_docs_table_is_the_registry() -> None:
+    """docs/lint.md lists every check once, with its severity, every threshold at its default, and its bound."""
+    text = (Path(__file__).resolve().parents[2] / "docs" / "lint.md").read_text()
+    rows = {}
+    for line in text.splitlines():
+        if line.startswith("| `") and line.count("|") >= 7:
+            cells = [c.strip() for c in line.strip("|").split(" | ")]
+            rows[cells[0].strip("`")] = cells
+    assert list(rows) == list(CHECK)
+    for name, (_, severity, _rule, thresholds, _clean, bound) in rows.items():
+        check = CHECK[name]
+        assert severity == check.severity and bound == f"{check.false_positives * 100:g} %", name
+        for param in check.params:
+            assert (f"`{param.name}` = {param.default}" if param.default is not None else f"`{param.name}`") in thresholds, (name, param)
+        assert (thresholds == "—") == (not check.params), name
