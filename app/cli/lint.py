@@ -11,27 +11,14 @@ from rich.markup import escape
 
 from loaders.checks import EXIT_CANNOT_LINT, SEVERITIES, Finding, LintOptions, lint
 from loaders.checks.lint import run_steps
-from loaders.errors import InvalidQuery
 
-from .common import RootOption, console, friendly_errors, open_catalog, print_error
+from .common import RootOption, console, friendly_errors, open_catalog, parse_steps, print_error
 
 _STYLE = {"error": "bold red", "warning": "yellow", "info": "blue"}
 
 
 def install(app: typer.Typer) -> None:
     app.command("lint")(lint_run)
-
-
-def _steps(text: str | None, total: int) -> range | None:
-    if not text:
-        return None
-    start, sep, stop = text.partition(":")
-    try:
-        if not sep:
-            return range(int(start), int(start) + 1)
-        return range(int(start or 0), int(stop) if stop else total)
-    except ValueError:
-        raise InvalidQuery(f"--steps expects A:B, A: or A, got {text!r}") from None
 
 
 def lint_run(
@@ -64,7 +51,8 @@ def lint_run(
         catalog = open_catalog(root)
         run = catalog.run(run_name)
         options = LintOptions.parse(checks=check, thresholds=threshold)
-        result = lint(run, catalog=catalog, steps=_steps(steps, run_steps(run)), options=options, workers=workers)
+        window = parse_steps(steps, run_steps(run)) if steps else None
+        result = lint(run, catalog=catalog, steps=window, options=options, workers=workers)
 
     def url(finding: Finding) -> str:
         return urls.finding(run.name, finding.step, finding.rank, finding.position)

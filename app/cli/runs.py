@@ -21,7 +21,7 @@ from loaders.training.verification import (
     verify_run,
 )
 
-from .common import RootOption, console, err_console, friendly_errors, open_catalog
+from .common import RootOption, console, err_console, friendly_errors, open_catalog, parse_steps
 
 
 def install(app: typer.Typer) -> None:
@@ -42,18 +42,6 @@ def runs(root: RootOption = None) -> None:
         console.print(table)
 
 
-def _parse_steps(text: str | None, total: int) -> range:
-    if not text:
-        return range(total)
-    start, sep, stop = text.partition(":")
-    try:
-        if not sep:
-            return range(int(start), int(start) + 1)
-        return range(int(start or 0), int(stop) if stop else total)
-    except ValueError:
-        raise typer.BadParameter(f"--steps expects A:B, A: or A, got {text!r}") from None
-
-
 def verify(
     run_name: Annotated[str, typer.Argument(metavar="RUN", help="Run name.")],
     steps: Annotated[Optional[str], typer.Option("--steps", help="Steps A:B (B exclusive; default: all).")] = None,
@@ -67,7 +55,7 @@ def verify(
     """
     with friendly_errors(exit_code=EXIT_CANNOT_CHECK):
         run = open_catalog(root).run(run_name)
-        window = _parse_steps(steps, run.total_steps)
+        window = parse_steps(steps, run.total_steps)
         for step in window:
             run.check_step(step)
         report = verify_run(run, window)

@@ -21,8 +21,21 @@ import pyarrow as pa
 from .spec import Finding
 
 
+class _Log:
+    """Parallel lists, one per name in ``COLUMNS``."""
+
+    COLUMNS: tuple[str, ...] = ()
+
+    def extend(self, other: "_Log") -> None:
+        for name in self.COLUMNS:
+            getattr(self, name).extend(getattr(other, name))
+
+    def __len__(self) -> int:
+        return len(getattr(self, self.COLUMNS[0]))
+
+
 @dataclass
-class ReadLog:
+class ReadLog(_Log):
     """One row per document read (its first piece): where, which key and source, a hash of its content and of the read's
     identity, and its length (tokens, else characters; -1 unknown)."""
 
@@ -47,16 +60,9 @@ class ReadLog:
         self.read.append(read)
         self.length.append(length)
 
-    def extend(self, other: "ReadLog") -> None:
-        for name in self.COLUMNS:
-            getattr(self, name).extend(getattr(other, name))
-
-    def __len__(self) -> int:
-        return len(self.step)
-
 
 @dataclass
-class GroupLog:
+class GroupLog(_Log):
     """One row per rollout read with a group id and a finite reward: where, its key, its group and its reward."""
 
     step: list[int] = field(default_factory=list)
@@ -75,13 +81,6 @@ class GroupLog:
         self.key.append(key)
         self.group.append(group)
         self.reward.append(reward)
-
-    def extend(self, other: "GroupLog") -> None:
-        for name in self.COLUMNS:
-            getattr(self, name).extend(getattr(other, name))
-
-    def __len__(self) -> int:
-        return len(self.step)
 
 
 _SCHEMA = pa.schema(

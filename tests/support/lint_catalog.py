@@ -24,6 +24,7 @@ import pyarrow as pa
 from loaders import Catalog, Pack, RandomResizedCrop, ReadPlan, Shuffle, Source, Tokenize, UseTokens
 from loaders.media.encode import encode_png, encode_video
 from loaders.transforms.chat import IM_END, header_length, render_chat
+from tests.conftest import word_tokenizer
 
 #: check → keys it must find (checks about steps are pinned by their runs' tests).
 PLANTED: dict[str, set[str]] = {
@@ -74,20 +75,6 @@ def prose() -> list[str]:
             if doc and 200 <= len(doc) <= 1500:
                 seen.setdefault(" ".join(doc.split()), None)
     return list(seen)[:70]
-
-
-def _tokenizer_json(words: list[str]) -> str:
-    from tokenizers import Tokenizer, models, pre_tokenizers
-
-    from loaders.transforms.chat import SPECIAL_TOKENS
-
-    vocab = {"[UNK]": 0}
-    for word in words:
-        vocab.setdefault(word, len(vocab))
-    tokenizer = Tokenizer(models.WordLevel(vocab, unk_token="[UNK]"))
-    tokenizer.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
-    tokenizer.add_special_tokens(list(SPECIAL_TOKENS))
-    return tokenizer.to_str()
 
 
 def _texts(clean: list[str]) -> dict[str, str]:
@@ -242,7 +229,7 @@ def build_lint_catalog(root: Path) -> Catalog:
     texts = _texts(clean)
     chat_words = {w for chat in chat_messages().values() for m in chat for w in (m["role"] + " " + m["content"]).split()}
     words = sorted({w for key, text in texts.items() if key != "text-unknown" for w in text.split()} | chat_words)
-    catalog.put_tokenizer("lint-words", _tokenizer_json(words))
+    catalog.put_tokenizer("lint-words", word_tokenizer(words))
     table = pa.table({"id": list(texts), "text": list(texts.values())})
     catalog.register("texts", _write(table, root / "texts"), key="id", tag="v1", tokenizer="lint-words")
     chats = _chats(catalog.tokenizer("lint-words"))
