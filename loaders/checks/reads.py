@@ -225,6 +225,11 @@ class SampleRead:
     ) -> "SampleRead":
         """The reads of one sample from its model ``inputs`` and ``documents`` (in span order when packed)."""
         raw = inputs.get("input_ids")
+        if raw is None and "doc_spans" not in inputs:  # a record read as it is stored (rollouts, media): no tokens to cut
+            sample = cls(position, None, None, 0, inputs=inputs, step=step, rank=rank)
+            if documents:
+                sample.docs.append(DocRead(position, documents[0], None, None, read_id=("sample", index), step=step, rank=rank))
+            return sample
         ids = None if raw is None else np.asarray(raw, dtype=np.int64)
         mask = None if ids is None else _mask(inputs, len(ids))
         padding = inputs.get("padding")

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import itertools
 import math
+from collections import defaultdict
 from typing import TYPE_CHECKING, Any, Iterator, Mapping
 
 import numpy as np
@@ -89,9 +90,9 @@ def rollout_values(samples: list["SampleRead"], ctx: "ReadContext") -> Iterator[
     rollouts = _rollouts(samples, ctx)
     if rollouts:
         numbers = {name: _numbers([value.get(name) for _, _, value in rollouts]) for name in ("reward", "advantage")}
-        bad: list[list[str]] = [[] for _ in rollouts]
+        bad: dict[int, list[str]] = defaultdict(list)
         count = np.zeros(len(rollouts), dtype=np.int64)  # non-finite values per rollout
-        above: list[list[str]] = [[] for _ in rollouts]
+        above: dict[int, list[str]] = defaultdict(list)
         for name, array in numbers.items():
             for i in np.flatnonzero(~np.isfinite(array)).tolist():  # a missing or non-numeric value is no NaN: left out
                 if as_float(rollouts[i][2].get(name)) is not None:
@@ -117,10 +118,11 @@ def rollout_values(samples: list["SampleRead"], ctx: "ReadContext") -> Iterator[
             outside |= np.isfinite(rewards) & (rewards < low)
         if high is not None:
             outside |= np.isfinite(rewards) & (rewards > high)
-        for i, (doc, column, _) in enumerate(rollouts):
+        for i in sorted(set(bad) | set(above) | set(np.flatnonzero(outside).tolist())):
+            doc, column, _ = rollouts[i]
             if count[i] > max_entries:
                 yield "rl-nonfinite", doc, doc.key, f"{column}: {'; '.join(bad[i])}"
-            if above[i]:
+            if above.get(i):
                 yield "rl-logprob-positive", doc, doc.key, f"{column}: {'; '.join(above[i])}"
             if outside[i]:
                 bounds = f"[{'-inf' if low is None else f'{low:g}'}, {'inf' if high is None else f'{high:g}'}]"

@@ -102,8 +102,16 @@ class ReadContext:
             return None
 
 
-def _hash63(value: object) -> int:
-    return int.from_bytes(hashlib.blake2b(repr(value).encode(), digest_size=8).digest(), "little") >> 1
+def read_number(read_id: tuple[Any, ...]) -> int:
+    """A number naming one read, the same in every process: an unpacked sample's global index, else a negative hash of
+    the packed document's stream, source, draw and epoch.
+
+    >>> read_number(("sample", 12)), read_number(("packed", 0, 1, 2, 0)) < 0
+    (12, True)
+    """
+    if read_id[0] == "sample":
+        return int(read_id[1])
+    return -1 - (int.from_bytes(hashlib.blake2b(repr(read_id).encode(), digest_size=8).digest(), "little") >> 2)
 
 
 #: Samples a lint reads at once (consecutive steps of one rank read together share their reads).
@@ -132,7 +140,7 @@ def _judge(part: LintPart, ctx: ReadContext, samples: list[SampleRead]) -> None:
         facts = ctx.facts(doc.document.source)
         content = content_hash(doc.document.record, facts) if duplicates else 0
         length = doc.length if doc.length is not None else (len(doc.text(facts)) if lengths and facts.text_only else -1)
-        part.reads.add(doc.step, doc.rank, doc.position, doc.key, doc.document.source, content, _hash63(doc.read_id), length)
+        part.reads.add(doc.step, doc.rank, doc.position, doc.key, doc.document.source, content, read_number(doc.read_id), length)
 
 
 def world_sizes(run: "RunLike", steps: range) -> list[tuple[range, int]]:
