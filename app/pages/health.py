@@ -18,7 +18,6 @@ from loaders import Catalog
 from loaders.checks import CHECK, CHECKS, SEVERITIES, Finding, LintResult
 from loaders.checks.cache import LintCache
 from loaders.checks.lint import finish, run_steps
-from loaders.run.kinds import LABELS
 
 from .. import urls
 from ..errors import BadQuery
@@ -80,8 +79,9 @@ class StripBar:
 @dataclass
 class HealthPage:
     run: str
+    #: The run's kind (native, replayed, recorded): the lint reads its batches as that kind serves them; it does not
+    #: compare them with the ledger (``batchscope verify`` does).
     kind: str
-    label: str
     url: str
     run_url: str
     steps: list[int]
@@ -236,7 +236,6 @@ def health_page(
     return HealthPage(
         run=name,
         kind=run.kind,
-        label=LABELS.get(run.kind, run.kind),
         url=urls.run_health(name),
         run_url=urls.run(name),
         steps=[result.steps.start, result.steps.stop],

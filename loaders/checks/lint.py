@@ -42,6 +42,8 @@ def run_steps(run: "RunLike") -> int:
 def check_steps(run: "RunLike", steps: range) -> None:
     """Refuse a range of steps outside the run, in one line naming it."""
     last = run_steps(run)
+    if last == 0:
+        raise StepOutOfRange(f"run {run.name} has no steps to lint yet")
     if steps.start < 0 or steps.stop > last or steps.start >= steps.stop:
         raise StepOutOfRange(f"steps {steps.start}:{steps.stop} are outside run {run.name} (steps 0 to {last - 1}; A:B takes B exclusive)")
 

@@ -16,6 +16,7 @@ checksum mismatch, a media file changed, a catalog file edited) stop the lint wi
 from __future__ import annotations
 
 import hashlib
+from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, Callable
 
 from ..errors import BatchscopeError, CatalogCorrupt, ChecksumMismatch, CorruptData, DecodeError, TokenizerNotFound
@@ -79,8 +80,13 @@ class ReadContext:
     def facts(self, source: int) -> SourceFacts:
         found = self._facts.get(source)
         if found is None:
-            version = self.run.version(source)  # type: ignore[attr-defined]
-            found = self._facts[source] = SourceFacts.of(version, self._source_tokenizer(source, version), version.ref)
+            opener = getattr(self.run, "version", None)
+            if opener is None:  # a run that cannot name its sources' versions: every column is content, no tokenizer
+                found = SourceFacts(f"source {source}", "", "", {}, None)
+            else:
+                version = opener(source)
+                found = SourceFacts.of(version, self._source_tokenizer(source, version), version.ref)
+            self._facts[source] = found
         return found
 
     def _source_tokenizer(self, source: int, version: Any) -> "Tokenizer | None":
@@ -193,19 +199,31 @@ def lint_steps(
     """Lint steps ``steps`` of ``run``: the findings of every read and step check, and the reads (see the module).
 
     ``tokenizer`` opens a tokenizer by name or id (``catalog.tokenizer``); without it, checks that need one (unknown
-    tokens, ChatML turns) find nothing.
+    tokens, ChatML turns) find nothing. Steps are read in chunks of about :data:`SAMPLES_PER_READ` samples, the next
+    chunk on a reading thread while this one is judged (reading decodes, checks and tokenizes mostly outside the GIL).
     """
     ctx = context or ReadContext(run, options, tokenizer=tokenizer)
     part = LintPart(steps)
     per_read = max(1, SAMPLES_PER_READ // max(1, run.global_batch_size))
-    for window, world_size in world_sizes(run, steps):
-        for start in range(window.start, window.stop, per_read):
-            chunk = range(start, min(window.stop, start + per_read))
-            by_rank = [read_batches(run, chunk, rank, world_size) for rank in range(world_size)]
-            reads = [_step_reads(part, options, step, [batches[i] for batches in by_rank]) for i, step in enumerate(chunk)]
-            _judge(part, ctx, [sample for read in reads for _, samples in read.ranks for sample in samples])
-            for read in reads:
-                _judge_step(part, ctx, read)
+    chunks = [
+        (range(start, min(window.stop, start + per_read)), world_size)
+        for window, world_size in world_sizes(run, steps)
+        for start in range(window.start, window.stop, per_read)
+    ]
+
+    def read(chunk: range, world_size: int) -> list[list["Batch | BatchscopeError"]]:
+        return [read_batches(run, chunk, rank, world_size) for rank in range(world_size)]
+
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="lint-read") as reader:
+        ahead = reader.submit(read, *chunks[0]) if chunks else None
+        for i, (chunk, _) in enumerate(chunks):
+            assert ahead is not None
+            by_rank = ahead.result()  # re-raises what reading raised (data that changed): the lint stops there
+            ahead = reader.submit(read, *chunks[i + 1]) if i + 1 < len(chunks) else None
+            reads = [_step_reads(part, options, step, [batches[j] for batches in by_rank]) for j, step in enumerate(chunk)]
+            _judge(part, ctx, [sample for r in reads for _, samples in r.ranks for sample in samples])
+            for r in reads:
+                _judge_step(part, ctx, r)
     return part
 
 
