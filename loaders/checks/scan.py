@@ -3,12 +3,14 @@ each step, and log the document reads the run-wide checks need.
 
 :func:`lint_steps` is a pure function of ``(run, steps, options)``, so ranges of steps can be linted anywhere (threads,
 processes, a scan engine) and merged (:meth:`LintPart.merge`). It uses only what every kind of run answers
-(:class:`~loaders.run.kinds.RunLike`: ``world_size_at``, ``batch``, ``version``, ``manifest``).
+(:class:`~loaders.run.kinds.RunLike`: ``world_size_history``, ``world_size_at``, ``batch``, ``version``, ``manifest``);
+a run that also reads consecutive steps together (``batches(steps, rank, world_size=...)``, as native runs do, giving
+the same batches) is read that way, which shares the reads of neighbouring steps.
 
 A batch that cannot be decoded is a ``decode-failure`` finding for its rank; bytes that changed since registration (a
 checksum mismatch, a media file changed, a catalog file edited) stop the lint with that error: nothing else is linted.
 
->>> part = lint_steps(run, range(0, 4), LintOptions(), catalog=catalog)   # doctest: +SKIP
+>>> part = lint_steps(run, range(0, 4), LintOptions(), tokenizer=catalog.tokenizer)   # doctest: +SKIP
 >>> part.samples                                                         # doctest: +SKIP
 32
 """
