@@ -30,7 +30,7 @@ from .head import HeadMiddleware
 from .hosts import HostMiddleware
 from .queries import Queries
 from .registries import unique
-from .routers import auth, datasets, diff, docs, flags, home, input_media, live, media, query, rl, runs
+from .routers import auth, datasets, diff, docs, flags, health, home, input_media, live, media, query, rl, runs
 from .run_cache import RunCache
 from .security import SecurityMiddleware
 from .settings import Settings
@@ -50,7 +50,9 @@ def _size_of(value: Any) -> int:
 #: The module of every resource's router, in the order the app includes them (a URL that two routes could match goes to
 #: the first); a new resource is a module in ``app.routers`` and an entry here.
 ROUTER_MODULES = unique(
-    [auth, datasets, diff, docs, flags, home, input_media, live, media, query, rl, runs], name=lambda m: m.__name__, what="router module"
+    [auth, datasets, diff, docs, flags, health, home, input_media, live, media, query, rl, runs],
+    name=lambda m: m.__name__,
+    what="router module",
 )
 
 

@@ -103,6 +103,18 @@ def rank(run_: str, step_: int, rank_: int) -> str:
     return f"{step(run_, step_)}/ranks/{int(rank_)}"
 
 
+def run_health(run_: str, **query: Any) -> str:
+    """``/runs/{run}/health``: what the checks found over the run (``?check=``, ``?steps=A:B``, ``?start=``)."""
+    return with_query(f"{run(run_)}/health", **query)
+
+
+def finding(run_: str, step_: int, rank_: int | None, position: int | None) -> str:
+    """Where a lint finding points: the sample's anchor on its step/rank page, the rank page, or the step page."""
+    if rank_ is None:
+        return step(run_, step_)
+    return rank(run_, step_, rank_) + (sample_anchor(position) if position is not None else "")
+
+
 def rank_sample(run_: str, step_: int, rank_: int, position: int) -> str:
     """Base of one sample of a step/rank page: ``.../ranks/{rank}/samples/{position}``."""
     return f"{rank(run_, step_, rank_)}/samples/{int(position)}"

@@ -198,3 +198,12 @@ def demo_catalog(tmp_path_factory: pytest.TempPathFactory) -> Catalog:
     from batchscope_demo import ensure_demo
 
     return ensure_demo(str(tmp_path_factory.mktemp("demo") / "workspace"), log=lambda _message: None)
+
+
+@pytest.fixture(scope="session")
+def lint_catalog(tmp_path_factory: pytest.TempPathFactory) -> Catalog:
+    """A catalog with one planted bug of every kind ``batchscope lint`` checks (``tests.support.lint_catalog``); tests
+    must not change it."""
+    from tests.support.lint_catalog import build_lint_catalog
+
+    return build_lint_catalog(tmp_path_factory.mktemp("lint"))

@@ -10,7 +10,7 @@ from typing import Annotated, Iterator, Optional
 import typer
 from rich.console import Console
 
-from loaders import BatchscopeError, Catalog, CatalogCorrupt
+from loaders import BatchscopeError, Catalog, CatalogCorrupt, InvalidQuery
 from loaders.catalog.store import DEFAULT_ROOT
 from loaders.errors import DanglingTag
 
@@ -91,3 +91,20 @@ def friendly_errors(exit_code: int = 1, *, failed_check: int | None = None) -> I
         where = f" ({exc.filename})" if exc.filename else ""
         print_error(f"{exc.strerror or exc}{where}")
         sys.exit(exit_code)
+
+
+def parse_steps(text: str | None, total: int) -> range:
+    """``--steps A:B`` (B exclusive), ``A:`` (to the end) or ``A`` (one step) as a range; all ``total`` steps when not given.
+
+    >>> parse_steps("3:7", 10), parse_steps("8:", 10), parse_steps(None, 4)
+    (range(3, 7), range(8, 10), range(0, 4))
+    """
+    if not text:
+        return range(total)
+    start, sep, stop = text.partition(":")
+    try:
+        if not sep:
+            return range(int(start), int(start) + 1)
+        return range(int(start or 0), int(stop) if stop else total)
+    except ValueError:
+        raise InvalidQuery(f"--steps expects A:B, A: or A, got {text!r}") from None

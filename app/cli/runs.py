@@ -22,7 +22,7 @@ from loaders.training.verification import (
     verify_run,
 )
 
-from .common import RootOption, console, err_console, friendly_errors, open_catalog
+from .common import RootOption, console, err_console, friendly_errors, open_catalog, parse_steps
 
 
 def install(app: typer.Typer) -> None:
@@ -46,18 +46,6 @@ def runs(root: RootOption = None) -> None:
         console.print(table)
 
 
-def _parse_steps(text: str | None, total: int) -> range | None:
-    if not text:
-        return None
-    start, sep, stop = text.partition(":")
-    try:
-        if not sep:
-            return range(int(start), int(start) + 1)
-        return range(int(start or 0), int(stop) if stop else total)
-    except ValueError:
-        raise typer.BadParameter(f"--steps expects A:B, A: or A, got {text!r}") from None
-
-
 def verify(
     run_name: Annotated[str, typer.Argument(metavar="RUN", help="Run name.")],
     steps: Annotated[Optional[str], typer.Option("--steps", help="Only steps A:B (B exclusive; default: the whole run).")] = None,
@@ -75,7 +63,7 @@ def verify(
     """
     with friendly_errors(exit_code=EXIT_CANNOT_CHECK):
         run = open_catalog(root).run(run_name)
-        window = _parse_steps(steps, run.known_steps)
+        window = parse_steps(steps, run.known_steps) if steps else None
         for step in window or ():
             run.check_step(step)
         report = verify_run(run, window)

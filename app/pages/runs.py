@@ -17,7 +17,19 @@ from .mixture import MixtureView, run_mixture
 from .progress import RunProgress, progress
 from .recorded import RecordedInfo, recorded_info
 from .replayed import ReplayPanel, replay_panel
-from .spikes import DEFAULT_SMOOTHING, OUTLIER_K, OUTLIER_WINDOW, SMOOTHING, Outlier, ema, outliers, thin, window
+from .spikes import (
+    DEFAULT_SMOOTHING,
+    OUTLIER_K,
+    OUTLIER_WINDOW,
+    SMOOTHING,
+    WARMUP_K,
+    Outlier,
+    ema,
+    first_judged_step,
+    outliers,
+    thin,
+    window,
+)
 
 #: Charts are drawn from at most this many points (thinned keeping each bucket's extremes), so huge runs stay light.
 MAX_POINTS = 600
@@ -46,8 +58,8 @@ class SourceEntry:
 class MetricChart:
     """One scalar metric of the ledger over steps (the mean over ranks); points link to their step.
 
-    ``outliers`` are the spikes and dips of the whole curve (:mod:`app.pages.spikes` gives the rule), the largest
-    first; ``overlay_points`` counts the other run's logged steps when an overlay is drawn.
+    ``outliers`` are the spikes and dips of the whole curve after its warm-up (``judged_from`` is the first step judged;
+    :mod:`loaders.checks.trend` gives the rule), the largest first; ``overlay_points`` counts the other run's logged steps when an overlay is drawn.
     """
 
     name: str
@@ -58,6 +70,8 @@ class MetricChart:
     max_step: int | None
     outliers: list[Outlier] = field(default_factory=list)
     outlier_count: int = 0
+    #: The first step the outlier rule judges: the steps before it are the curve's warm-up.
+    judged_from: int | None = None
     overlay_points: int | None = None
     svg: str = html_only("")
 
@@ -73,6 +87,7 @@ class ChartView:
     overlay_error: str | None
     outlier_window: int = OUTLIER_WINDOW
     outlier_k: float = OUTLIER_K
+    outlier_warmup_k: float = WARMUP_K
     smoothing_options: list[float] = html_only(default_factory=lambda: list(SMOOTHING))
     zoom: list[Link] = html_only(default_factory=list)
     fragment_url: str = html_only("")
@@ -115,6 +130,8 @@ class RunPage:
     recorded: RecordedInfo | None = None
     progress: RunProgress | None = None
     kind_badge: str | None = html_only(None)
+    #: The run's health page: what the lint checks found (the page shows its summary block, loaded when revealed).
+    health_url: str = ""
     title: str = html_only("")
     crumbs: list[Link] = html_only(default_factory=list)
     step_box_url: str = html_only("")
@@ -175,6 +192,7 @@ def metric_charts(run: Run, view: ChartView, other: Run | None = None) -> list[M
                 series[-1][0],
                 outliers=ranked[:MAX_OUTLIERS],
                 outlier_count=len(found),
+                judged_from=first_judged_step(series),
                 overlay_points=len(theirs) if other is not None else None,
                 svg=svg,
             )
@@ -317,6 +335,7 @@ def run_page(
         last_step_url=urls.step(run.name, max(0, count - 1)),
         **own,
         progress=progress(run),
+        health_url=urls.run_health(run.name),
         title=f"run {run.name}",
         crumbs=[Link("runs", urls.home()), Link(run.name, urls.run(run.name))],
         step_box_url=urls.run(run.name),

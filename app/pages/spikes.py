@@ -1,15 +1,9 @@
-"""Metric curves for finding spikes: smoothing, outlier steps by a robust rule, and thinning that keeps the extremes.
+"""Metric curves for finding spikes: smoothing, outlier steps, and thinning that keeps the extremes.
 
-**The outlier rule.** For each logged step ``s`` with value ``x[s]``, let
-``m[s]`` be the median of the values in the window of :data:`OUTLIER_WINDOW`
-steps centred on ``s`` (cut short at the ends of the run), and ``r[s] = x[s]
-- m[s]`` its residual. The scale is ``σ = 1.4826 · MAD``, the median of
-``|r|`` over the whole curve (``1.4826 · MAD`` estimates the standard
-deviation of normal noise). Step ``s`` is an outlier when ``|r[s]| > k · σ``
-with ``k =`` :data:`OUTLIER_K`: a **spike** when ``r[s] > 0``, a **dip**
-otherwise. A median is barely moved by a few bad steps in its window, so
-one spike does not hide its neighbour; a perfectly smooth curve (``σ = 0``)
-has no outliers.
+**The outlier rule** is :mod:`loaders.checks.trend`'s, the one ``batchscope lint``'s ``loss-spike`` check uses: after
+the curve's warm-up (its first steps, while it is still far from where it goes next), a step is a **spike** (a
+**dip**) when its value is more than ``k`` robust standard deviations above (below) the median of the
+:data:`OUTLIER_WINDOW` logged steps around it.
 
 >>> series = [(s, 1.0 + 0.01 * (s % 3)) for s in range(40)]
 >>> series[20] = (20, 5.0)
@@ -21,15 +15,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from statistics import median
 from typing import Sequence
 
-#: Width (in logged steps) of the centred rolling-median window.
-OUTLIER_WINDOW = 21
-#: How many robust standard deviations from the rolling median make an outlier.
-OUTLIER_K = 6.0
-#: Normal-consistency constant: ``1.4826 · MAD`` estimates σ for normal noise.
-MAD_TO_SIGMA = 1.4826
+from loaders.checks.trend import OUTLIER_K, OUTLIER_WINDOW, WARMUP_K, first_judged_step, rolling_median, trend_outliers
+
+__all__ = ["OUTLIER_K", "OUTLIER_WINDOW", "WARMUP_K", "Outlier", "ema", "first_judged_step", "outliers", "rolling_median", "thin", "window"]
+
 #: The smoothing weights offered (``?smooth=``): exponential moving average, 0 is off.
 SMOOTHING = (0.0, 0.6, 0.9, 0.99)
 DEFAULT_SMOOTHING = 0.6
@@ -39,7 +30,7 @@ Series = Sequence[tuple[int, float]]
 
 @dataclass
 class Outlier:
-    """One step whose value is far from its neighbours' median."""
+    """One step whose value is far from its neighbours' median, with the URL of its step page."""
 
     step: int
     value: float
@@ -48,6 +39,11 @@ class Outlier:
     score: float
     kind: str  # "spike" or "dip"
     url: str = ""
+
+
+def outliers(series: Series, *, window: int = OUTLIER_WINDOW, k: float = OUTLIER_K) -> list[Outlier]:
+    """The spikes and dips of a curve after its warm-up (:func:`loaders.checks.trend.trend_outliers`), in step order."""
+    return [Outlier(o.step, o.value, o.median, o.score, o.kind) for o in trend_outliers(series, window=window, k=k)]
 
 
 def ema(series: Series, weight: float) -> list[tuple[int, float]]:
@@ -64,35 +60,6 @@ def ema(series: Series, weight: float) -> list[tuple[int, float]]:
         last = weight * last + (1 - weight) * value
         out.append((step, last / (1 - weight**n)))
     return out
-
-
-def rolling_median(values: Sequence[float], window: int = OUTLIER_WINDOW) -> list[float]:
-    """The median of the ``window`` values centred on each one (fewer at the ends).
-
-    >>> rolling_median([1, 9, 2, 3, 4], 3)
-    [5.0, 2, 3, 3, 3.5]
-    """
-    half = max(1, window) // 2
-    return [median(values[max(0, i - half) : i + half + 1]) for i in range(len(values))]
-
-
-def outliers(series: Series, *, window: int = OUTLIER_WINDOW, k: float = OUTLIER_K) -> list[Outlier]:
-    """The spikes and dips of a curve by the module's rule, in step order."""
-    finite = [(s, float(v)) for s, v in series if isinstance(v, (int, float)) and math.isfinite(v)]
-    if len(finite) < 3:
-        return []
-    values = [v for _, v in finite]
-    medians = rolling_median(values, window)
-    residuals = [v - m for v, m in zip(values, medians)]
-    sigma = MAD_TO_SIGMA * median(abs(r) for r in residuals)
-    if sigma <= 0:
-        return []
-    found = []
-    for (step, value), middle, residual in zip(finite, medians, residuals):
-        score = residual / sigma
-        if abs(score) > k:
-            found.append(Outlier(step, value, middle, score, "spike" if residual > 0 else "dip"))
-    return found
 
 
 def thin(series: Series, limit: int) -> list[tuple[int, float]]:

@@ -10,16 +10,14 @@ or trained tokens in a user turn get a warning badge on the turn.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, ClassVar, Mapping, Sequence
+from typing import Any, ClassVar, Mapping, Sequence
 
-from loaders.transforms.chat import IM_END, IM_START, TRAINED_ROLES, header_length
+from loaders.checks.chatml import expected_mask, mask_shift, turn_problems
+from loaders.transforms.chat import IM_END, IM_START, header_length
 
 from .text import TextView, text_view
 from .tokens import TokenView, _int_list, companions, token_view
 from .views import CellView, FieldContext, View
-
-if TYPE_CHECKING:
-    from tokenizers import Tokenizer
 
 
 @dataclass
@@ -52,56 +50,6 @@ def _token_column(ctx: FieldContext) -> str | None:
     columns = [c for c, k in ctx.kinds.items() if k == "tokens" and _int_list(ctx.record.get(c)) is not None]
     columns.sort(key=lambda c: (0 if c == "input_ids" else 1, c))
     return columns[0] if columns else None
-
-
-def _expected_mask(ids: Sequence[int], segments: list[tuple[int, int]], roles: list[str], tokenizer: "Tokenizer", im_end: int) -> list[int]:
-    expected = [0] * len(ids)
-    for (start, end), role in zip(segments, roles):
-        if role not in TRAINED_ROLES:
-            continue
-        content_start = start + header_length(role, tokenizer)
-        close = next((i for i in range(content_start, end) if ids[i] == im_end), None)
-        stop = close + 1 if close is not None else end
-        for i in range(content_start, stop):
-            expected[i] = 1
-    return expected
-
-
-def _shift(expected: list[int], actual: list[int]) -> int | None:
-    """+1 or -1 when ``actual`` is ``expected`` moved by one token, else ``None``."""
-    for delta in (1, -1):
-        moved = [expected[i - delta] if 0 <= i - delta < len(expected) else 0 for i in range(len(expected))]
-        if moved == actual:
-            return delta
-    return None
-
-
-def _turn_checks(
-    role: str, ids: Sequence[int], start: int, end: int, mask: list[int] | None, tokenizer: "Tokenizer", im_end: int
-) -> list[str]:
-    warnings: list[str] = []
-    close = next((i for i in range(start, end) if ids[i] == im_end), None)
-    if close is None:
-        warnings.append(f"no {IM_END} closes this turn")
-    if mask is None:
-        return warnings
-    head = min(end, start + header_length(role, tokenizer))
-    stop = close + 1 if close is not None else end
-    if role in TRAINED_ROLES:
-        header_trained = sum(mask[start:head])
-        content_masked = sum(1 for i in range(head, stop) if not mask[i])
-        after_trained = sum(mask[stop:end])
-        if header_trained:
-            warnings.append(f"{header_trained} header token(s) trained")
-        if content_masked:
-            warnings.append(f"{content_masked} of {stop - head} {role} token(s) not trained")
-        if after_trained:
-            warnings.append(f"{after_trained} token(s) after {IM_END} trained")
-    else:
-        trained = sum(mask[start:end])
-        if trained:
-            warnings.append(f"{trained} token(s) of a {role} turn are trained")
-    return warnings
 
 
 def chat_view(messages: Sequence[Mapping[str, Any]], ctx: FieldContext) -> ChatView:
@@ -138,9 +86,9 @@ def chat_view(messages: Sequence[Mapping[str, Any]], ctx: FieldContext) -> ChatV
     if len(segments) != len(turns):
         view.warnings.append(f"{column} holds {len(segments)} turn(s) ({IM_START} tokens) but the chat has {len(turns)}")
     if mask is not None and segments:
-        roles = [t.role for t in turns[: len(segments)]]
-        expected = _expected_mask(ids, segments, roles, tokenizer, end_id)
-        delta = _shift(expected, mask) if expected != mask else None
+        headers = [(t.role, header_length(t.role, tokenizer)) for t in turns[: len(segments)]]
+        expected = expected_mask(ids, segments, headers, end_id)
+        delta = mask_shift(expected, mask) if expected != mask else None
         if delta is not None:
             view.warnings.append(f"loss mask is shifted by {delta:+d} token against the assistant spans")
     for turn, (start, end) in zip(turns, segments):
@@ -151,7 +99,7 @@ def chat_view(messages: Sequence[Mapping[str, Any]], ctx: FieldContext) -> ChatV
             offset=start,
         )
         turn.trained = turn.tokens.trained
-        turn.warnings = _turn_checks(turn.role, ids, start, end, mask, tokenizer, end_id)
+        turn.warnings = turn_problems(turn.role, ids, start, end, mask, header=header_length(turn.role, tokenizer), end_id=end_id)
     return view
 
 

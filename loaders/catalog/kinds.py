@@ -39,6 +39,9 @@ class KindSpec:
     checksummed_files: bool = False
     #: How the version diff details a changed value (one of ``DIFF_TREATMENTS``).
     diff: str = DIFF_VALUE
+    #: Values are what a document says (its text, tokens, turns, pixels, sound, steps): ``batchscope lint`` finds the same
+    #: document under two keys by these columns.
+    content: bool = False
     #: Words in a column's name that make bytes (or a ``{bytes, path}`` struct) this kind; a token column's names.
     name_words: tuple[str, ...] = ()
     #: The Hugging Face feature ``_type`` inferred as this kind.
@@ -47,16 +50,17 @@ class KindSpec:
 
 #: Every field kind a column can have, once.
 SPECS: tuple[KindSpec, ...] = (
-    KindSpec("text", "string or large_string"),
+    KindSpec("text", "string or large_string", content=True),
     KindSpec(
         "tokens",
         "list<int> of token ids (a tokenizer is named by the plan or the dataset)",
         diff=DIFF_SEQUENCE,
+        content=True,
         name_words=("input_ids", "token_ids", "tokens", "ids"),
     ),
     KindSpec("mask", "list<int|bool>, one entry per token: 1 = trained, 0 = masked", diff=DIFF_SEQUENCE),
     KindSpec("labels", "list<int>, one per token; -100 marks a masked position", diff=DIFF_SEQUENCE),
-    KindSpec("chat", "list<struct<role: string, content: string>>", diff=DIFF_PATHS),
+    KindSpec("chat", "list<struct<role: string, content: string>>", diff=DIFF_PATHS, content=True),
     KindSpec(
         "image",
         "binary (encoded PNG/JPEG/WebP/...) or struct<bytes: binary, path: string> (Hugging Face Image)",
@@ -65,6 +69,7 @@ SPECS: tuple[KindSpec, ...] = (
         picture=True,
         checksummed_files=True,
         diff=DIFF_MEDIA,
+        content=True,
         name_words=("image", "img", "photo", "picture", "jpeg", "jpg", "png", "pixel", "thumbnail"),
         hf_type="Image",
     ),
@@ -76,6 +81,7 @@ SPECS: tuple[KindSpec, ...] = (
         picture=True,
         checksummed_files=True,
         diff=DIFF_MEDIA,
+        content=True,
         name_words=("video", "clip", "mp4", "webm", "movie"),
         hf_type="Video",
     ),
@@ -86,6 +92,7 @@ SPECS: tuple[KindSpec, ...] = (
         holds_bytes=True,
         checksummed_files=True,
         diff=DIFF_MEDIA,
+        content=True,
         name_words=("audio", "speech", "sound", "wav", "flac", "mp3"),
         hf_type="Audio",
     ),
@@ -94,11 +101,14 @@ SPECS: tuple[KindSpec, ...] = (
         "episode",
         "struct with list fields: frames (list<binary>), actions, rewards (list<float>), dones (list<bool>)",
         diff=DIFF_PATHS,
+        content=True,
     ),
-    KindSpec("rollout", "struct<prompt, completion, reward, advantage, group_id, logprobs: list<float>, ...>", diff=DIFF_PATHS),
+    KindSpec(
+        "rollout", "struct<prompt, completion, reward, advantage, group_id, logprobs: list<float>, ...>", diff=DIFF_PATHS, content=True
+    ),
     KindSpec("json", "any other struct, list or map; or a string column holding JSON", diff=DIFF_JSON),
     KindSpec("scalar", "integer, floating point, boolean, decimal, date or timestamp"),
-    KindSpec("binary", "other bytes", holds_bytes=True),
+    KindSpec("binary", "other bytes", holds_bytes=True, content=True),
 )
 
 

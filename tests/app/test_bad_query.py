@@ -18,6 +18,7 @@ from app.pages.diff import MalformedDiff
 from app.pages.media import MediaRequestError
 from app.settings import Settings
 from loaders import Catalog
+from loaders.checks import CHECKS
 from loaders.errors import InvalidPlan
 from tests.app.dom import soup
 from tests.support.local_client import local_client
@@ -70,6 +71,19 @@ CASES: dict[str, list[Case]] = {
     ],
     "flags": [
         lambda c: ("/api/flags?before=-1", 422, "query parameter 'before': Input should be greater than or equal to 0 (got '-1')"),
+    ],
+    "health": [
+        lambda c: (
+            urls.api(urls.run_health("pretrain", check="nope")),
+            422,
+            "check='nope' is not a check; checks: " + ", ".join(check.name for check in CHECKS),
+        ),
+        lambda c: (urls.api(urls.run_health("pretrain", steps="3-7")), 422, "steps='3-7' is not A:B (B exclusive)"),
+        lambda c: (
+            urls.api(urls.run_health("no-such-run")),
+            404,
+            f"no run named 'no-such-run' in catalog {c.root} (runs: plain, pretrain)",
+        ),
     ],
     "input_media": [
         lambda c: (

@@ -46,6 +46,19 @@ def test_outlier_rule_finds_spikes_and_dips_against_the_rolling_median() -> None
     assert outliers(trend) == []  # a steady decline is not a spike, not even at the ends
 
 
+def test_warm_up_is_not_a_spike_but_a_spike_after_it_is() -> None:
+    """The demo's first steps were its only "spikes" (pretraining step 0, the multimodal run's steps 0-4): a fast initial
+    descent, or a plateau before the curve drops, is warm-up; a spike after it is still found."""
+    noise = [0.01 * ((s * 3) % 4 - 1.5) for s in range(120)]
+    descent = [(s, 3.0 * 0.8**s + 2.0 + noise[s]) for s in range(120)]
+    plateau = [(s, (0.3 if s < 5 else 0.02) + noise[s] / 10) for s in range(80)]
+    assert outliers(descent) == [] and outliers(plateau) == []
+    descent[70] = (70, 2.5)
+    plateau[50] = (50, 0.1)
+    assert [(o.step, o.kind) for o in outliers(descent)] == [(70, "spike")]
+    assert [(o.step, o.kind) for o in outliers(plateau)] == [(50, "spike")]
+
+
 def test_smoothing_rolling_median_and_thinning() -> None:
     assert [v for _, v in ema([(0, 2.0), (1, 2.0), (2, 2.0)], 0.9)] == pytest.approx([2.0, 2.0, 2.0])  # debiased: no ramp from 0
     assert ema([(0, 1.0), (5, 3.0)], 0.0) == [(0, 1.0), (5, 3.0)]
@@ -76,6 +89,7 @@ def test_run_page_lists_outliers_linking_to_their_steps(http: httpx.Client) -> N
         "overlay_error": None,
         "outlier_window": 21,
         "outlier_k": 6.0,
+        "outlier_warmup_k": 3.0,
     }
 
 

@@ -54,6 +54,8 @@ TABLE = [
     (urls.api(urls.run_live("run-1")), "/api/runs/{run}/live"),
     (urls.step("run-1", 12), "/runs/{run}/steps/{step}"),
     (urls.api(urls.step("run-1", 12)), "/api/runs/{run}/steps/{step}"),
+    (urls.run_health("run-1"), "/runs/{run}/health"),
+    (urls.api(urls.run_health("run-1")), "/api/runs/{run}/health"),
     (urls.rank("run-1", 12, 3), "/runs/{run}/steps/{step}/ranks/{rank}"),
     (urls.api(urls.rank("run-1", 12, 3)), "/api/runs/{run}/steps/{step}/ranks/{rank}"),
     (urls.input_view("run-1", 12, 3, 0, "input_ids"), "/runs/{run}/steps/{step}/ranks/{rank}/samples/{position}/view/{name}"),

@@ -32,7 +32,7 @@ URL_ATTRIBUTES = (
 #: Elements that embed or reconfigure content; none may come from data.
 FORBIDDEN_ELEMENTS = ("iframe", "object", "embed", "base", "frame", "frameset", "applet", "style", "link[rel=import]")
 #: Folders of a catalog root that hold derived, rebuildable indexes (written on first use by design).
-DERIVED = ("indexes", "diffs")
+DERIVED = ("indexes", "diffs", "lint", "token-counts")  # derived data a page may build and keep (sealed)
 _VISIBLE_BREAK = re.compile(r"[\n\t]")
 
 
