@@ -132,3 +132,9 @@ class StorageError(BatchscopeError):
     """Storage kept failing after the retry budget was spent."""
 
     status = 503
+
+
+class EngineError(BatchscopeError):
+    """A scan engine could not run a scan: an unknown engine, a Ray cluster that cannot be reached, a worker that kept dying."""
+
+    status = 503

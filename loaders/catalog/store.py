@@ -18,9 +18,12 @@ import re
 import threading
 from typing import TYPE_CHECKING, Any, Iterable, Iterator, Mapping, Sequence
 
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
 from .. import storage
 from ..errors import AmbiguousVersion, CatalogCorrupt, DatasetNotFound, InvalidName, RegistrationError, TokenizerNotFound, VersionNotFound
-from ..storage.shards import ShardInfo, scan_shard
 from .files import is_version_id, load_manifest, read_names, read_refs
 from .keys import KeyColumn, refuse_duplicates, suffix_column
 from .kinds import infer_kinds
@@ -30,6 +33,9 @@ from .version import DatasetVersion
 
 if TYPE_CHECKING:
     from tokenizers import Tokenizer
+
+    from ..engine import Engine
+    from .registration import FileScan, Progress
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 DEFAULT_ROOT = "./batchscope-data"
@@ -60,6 +66,17 @@ def _remove_torn_writes(directory: str) -> None:
                 if entry.startswith(".") and entry.endswith(".tmp"):
                     with contextlib.suppress(OSError):
                         os.unlink(os.path.join(folder, entry))
+
+
+def scanned_keys(scans: "Sequence[FileScan]") -> KeyColumn:
+    """Every row's key in record order, with its shard and row, from the key columns registration read."""
+    keys = [scan.keys for scan in scans if scan.keys is not None]
+    counts = [scan.shard.rows for scan in scans]
+    return KeyColumn(
+        pa.concat_arrays(keys) if keys else pa.array([], pa.string()),
+        pa.array(np.repeat(np.arange(len(scans), dtype=np.int32), counts), pa.int32()),
+        pa.array(np.concatenate([np.arange(n, dtype=np.int64) for n in counts]) if counts else np.empty(0, np.int64), pa.int64()),
+    )
 
 
 def _expand(paths: Iterable[str | os.PathLike[str]]) -> list[str]:
@@ -212,50 +229,65 @@ class CatalogStore:
         tokenizer: str | None = None,
         notes: Mapping[str, Any] | None = None,
         allow_duplicate_keys: bool = False,
+        engine: "str | Engine | None" = None,
+        progress: "Progress | None" = None,
     ) -> DatasetVersion:
         """Register Parquet files as a version of ``name`` and return it.
 
-        Footers give schema and row groups; each file is streamed once to
-        checksum it. The same files give the same id and write nothing new;
-        ``tag`` (and ``latest``) move to the version. Files are never modified.
-        With ``key``, keys must be unique (RegistrationError names the first
-        duplicates) unless ``allow_duplicate_keys``: then later rows of a
-        repeated key are linked as ``key~1``, ``key~2``...
+        Footers give schema and row groups; each file is read once, in
+        parallel on ``engine`` (``"local"``, ``"ray"``; default
+        ``$BATCHSCOPE_ENGINE``, else local), to checksum it and read its key
+        column; ``progress(done, total)`` counts bytes. An interrupted
+        registration resumes without reading its finished files again. The
+        same files give the same id on every engine and write nothing new;
+        ``tag`` (and ``latest``) move to the version. Files are never
+        modified. With ``key``, keys must be unique (RegistrationError names
+        the first duplicates) unless ``allow_duplicate_keys``: then later rows
+        of a repeated key are linked as ``key~1``, ``key~2``...
         """
+        from ..engine import Checkpoints, resolve_engine
+        from .registration import job_name, scan_files, staging_area
+
         check_name("dataset", name)
         if tag is not None:
             check_name("tag", tag)
         files = _expand(paths)
-        shards: list[ShardInfo] = []
-        schema = None
-        for uri in files:
-            shard, shard_schema = scan_shard(uri)
-            if schema is None:
-                schema = shard_schema
-            elif [(f.name, str(f.type)) for f in shard_schema] != [(f.name, str(f.type)) for f in schema]:
-                raise RegistrationError(
-                    f"{uri}: schema differs from {files[0]}: "
-                    f"{', '.join(f'{f.name}: {f.type}' for f in shard_schema)} vs "
-                    f"{', '.join(f'{f.name}: {f.type}' for f in schema)}"
-                )
-            shards.append(shard)
-        assert schema is not None
-        if key is not None and key not in schema.names:
-            raise RegistrationError(f"key column {key!r} is not in the schema of {files[0]} (columns: {', '.join(schema.names)})")
-        if tokenizer is not None:
-            self.tokenizer_id(tokenizer)
-        manifest = Manifest(
-            name=name,
-            schema=schema,
-            kinds=infer_kinds(schema, kinds),
-            key=key,
-            shards=tuple(shards),
-            tokenizer=tokenizer,
-            created=_now(),
-            notes=dict(notes or {}),
-        )
-        manifest, keys = self._checked_keys(manifest, allow_duplicate_keys=allow_duplicate_keys)
-        manifest, media = self._checked_media(manifest)
+        scan_engine = resolve_engine(engine)
+        with Checkpoints.open(staging_area(self.root, name), job_name(name, files, key)) as staged:
+            scans = scan_files(files, key=key, engine=scan_engine, checkpoints=staged, progress=progress)
+            schema = scans[0].schema
+            for uri, scan in zip(files, scans):
+                if [(f.name, str(f.type)) for f in scan.schema] != [(f.name, str(f.type)) for f in schema]:
+                    raise RegistrationError(
+                        f"{uri}: schema differs from {files[0]}: "
+                        f"{', '.join(f'{f.name}: {f.type}' for f in scan.schema)} vs "
+                        f"{', '.join(f'{f.name}: {f.type}' for f in schema)}"
+                    )
+            if key is not None and key not in schema.names:
+                raise RegistrationError(f"key column {key!r} is not in the schema of {files[0]} (columns: {', '.join(schema.names)})")
+            if tokenizer is not None:
+                self.tokenizer_id(tokenizer)
+            manifest = Manifest(
+                name=name,
+                schema=schema,
+                kinds=infer_kinds(schema, kinds),
+                key=key,
+                shards=tuple(scan.shard for scan in scans),
+                tokenizer=tokenizer,
+                created=_now(),
+                notes=dict(notes or {}),
+            )
+            manifest, keys = self._checked_keys(manifest, scans, allow_duplicate_keys=allow_duplicate_keys)
+            manifest, media = self._checked_media(manifest)
+            version = self._write_version(manifest, tag, keys, media)
+            staged.finish()
+        return version
+
+    def _write_version(
+        self, manifest: Manifest, tag: str | None, keys: KeyColumn | None, media: tuple[str, bytes] | None
+    ) -> DatasetVersion:
+        """Publish a scanned version: media table, manifest and tags (under the dataset's lock), then its key index."""
+        name = manifest.name
         try:
             with self._locked(name):
                 if media is not None:
@@ -271,11 +303,15 @@ class CatalogStore:
             raise
         return self._load(name, manifest.id)
 
-    def _checked_keys(self, manifest: Manifest, *, allow_duplicate_keys: bool) -> tuple[Manifest, KeyColumn | None]:
-        """Read the key column once: refuse duplicates, or (when allowed) record their ``~N`` suffixes."""
+    def _checked_keys(
+        self, manifest: Manifest, scans: "Sequence[FileScan]", *, allow_duplicate_keys: bool
+    ) -> tuple[Manifest, KeyColumn | None]:
+        """Check the key column the scan read: refuse duplicates, or (when allowed) record their ``~N`` suffixes."""
         if manifest.key is None:
             return manifest, None
-        keys = DatasetVersion(manifest, self.root).key_column(suffixed=False)
+        keys = scanned_keys(scans)
+        if pc.count_distinct(keys.keys, mode="all").as_py() == len(keys.keys):
+            return manifest, keys  # no key is held twice (the common case, checked without grouping)
         if not allow_duplicate_keys:
             refuse_duplicates(keys, key=manifest.key, name=manifest.name)
             return manifest, keys

@@ -5,7 +5,7 @@ from __future__ import annotations
 import io
 import json
 import os
-from typing import Iterator, Mapping
+from typing import TYPE_CHECKING, Iterator, Mapping
 
 import pyarrow as pa
 
@@ -13,6 +13,9 @@ from ..catalog.store import CatalogStore
 from ..catalog.version import DatasetVersion
 from ..errors import RegistrationError
 from .writer import Progress, staged_import
+
+if TYPE_CHECKING:
+    from ..engine import Engine
 
 #: File suffixes taken as images; every other file is skipped.
 IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".webp", ".gif", ".bmp", ".tif", ".tiff")
@@ -90,6 +93,7 @@ def import_images(
     verify: bool = True,
     kinds: Mapping[str, str] | None = None,
     progress: Progress | None = None,
+    engine: "str | Engine | None" = None,
 ) -> DatasetVersion:
     """Import the images below ``source`` as a new version of ``name``.
 
@@ -108,7 +112,7 @@ def import_images(
     files = image_files(root)
     if not files:
         raise RegistrationError(f"{root}: no image files found (looked for {', '.join(IMAGE_SUFFIXES)})")
-    with staged_import(catalog, name, "images") as staging:
+    with staged_import(catalog, name, "images", engine=engine) as staging:
         writer = staging.writer(SCHEMA, rows_per_shard=rows_per_shard, row_group_size=row_group_size, key=key)
         for table in _batches(root, files, verify, progress):
             writer.write(table, where=[os.path.join(root, f) for f in table.column("id").to_pylist()])

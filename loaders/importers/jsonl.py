@@ -18,7 +18,7 @@ import io
 import json
 import lzma
 import os
-from typing import IO, Any, Callable, Iterator, Mapping, Sequence
+from typing import IO, TYPE_CHECKING, Any, Callable, Iterator, Mapping, Sequence
 
 import pyarrow as pa
 
@@ -26,6 +26,9 @@ from ..catalog.store import CatalogStore
 from ..catalog.version import DatasetVersion
 from ..errors import RegistrationError
 from .writer import CountingReader, Progress, input_files, staged_import
+
+if TYPE_CHECKING:
+    from ..engine import Engine
 
 SUFFIXES = (".jsonl", ".ndjson", ".jsonl.gz", ".ndjson.gz", ".jsonl.bz2", ".jsonl.xz", ".jsonl.zst", ".jsonl.zstd")
 _BATCH = 1000
@@ -196,6 +199,7 @@ def import_jsonl(
     json_columns: Sequence[str] = (),
     kinds: Mapping[str, str] | None = None,
     progress: Progress | None = None,
+    engine: "str | Engine | None" = None,
 ) -> DatasetVersion:
     """Import JSON Lines files (or directories of them) as a new version of ``name``.
 
@@ -209,7 +213,7 @@ def import_jsonl(
     files = input_files(source, suffixes=SUFFIXES, what="JSON Lines")
     total = 2 * sum(os.path.getsize(f) for f in files)
     wanted = frozenset(json_columns)
-    with staged_import(catalog, name, "jsonl") as staging:
+    with staged_import(catalog, name, "jsonl", engine=engine) as staging:
         schema: pa.Schema | None = None
         for path, numbers, rows in _batches(files, wanted, progress, 0, total):
             schema = _batch_schema(path, numbers, rows, schema)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import os
 import tarfile
-from typing import Any, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Iterator, Mapping, Sequence
 
 import pyarrow as pa
 
@@ -19,6 +19,9 @@ from ..catalog.store import CatalogStore
 from ..catalog.version import DatasetVersion
 from ..errors import RegistrationError
 from .writer import CountingReader, Progress, input_files, staged_import
+
+if TYPE_CHECKING:
+    from ..engine import Engine
 
 SUFFIXES = (".tar", ".tar.gz", ".tgz")
 MEDIA = pa.struct([("bytes", pa.binary()), ("path", pa.string())])
@@ -161,6 +164,7 @@ def import_webdataset(
     row_group_size: int | None = None,
     kinds: Mapping[str, str] | None = None,
     progress: Progress | None = None,
+    engine: "str | Engine | None" = None,
 ) -> DatasetVersion:
     """Import WebDataset tar shards (or directories of them) as a new version of ``name``.
 
@@ -176,7 +180,7 @@ def import_webdataset(
     files = input_files(source, suffixes=SUFFIXES, what="WebDataset tar")
     schema, by_extension, column_kinds = _schema(files)
     total = sum(os.path.getsize(f) for f in files)
-    with staged_import(catalog, name, "webdataset") as staging:
+    with staged_import(catalog, name, "webdataset", engine=engine) as staging:
         writer = staging.writer(schema, rows_per_shard=rows_per_shard, row_group_size=row_group_size, key=key)
         done = 0
         for path in files:

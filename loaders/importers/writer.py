@@ -16,7 +16,7 @@ import os
 import shutil
 import time
 import uuid
-from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence, TypedDict, Unpack
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Mapping, Sequence, TypedDict, Unpack
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -25,6 +25,9 @@ from .. import storage
 from ..catalog.store import CatalogStore, check_name
 from ..catalog.version import DatasetVersion
 from ..errors import BatchscopeError, RegistrationError
+
+if TYPE_CHECKING:
+    from ..engine import Engine
 
 #: ``progress(done, total)``: called as an import advances; ``total`` is None while unknown.
 Progress = Callable[[int, "int | None"], None]
@@ -42,6 +45,8 @@ class ImportOptions(TypedDict, total=False):
     #: Field kind overrides, column → kind.
     kinds: Mapping[str, str] | None
     progress: Progress | None
+    #: Where the registration scan runs: ``"local"``, ``"ray"`` or an engine (default ``$BATCHSCOPE_ENGINE``, else local).
+    engine: "str | Engine | None"
 
 
 #: Row-group size limits: at most this many rows...
@@ -200,10 +205,11 @@ def _content_digest(paths: list[str]) -> str:
 class Staging:
     """The staging area of one import: make ``writer(schema)`` then ``publish(...)``."""
 
-    def __init__(self, catalog: CatalogStore, name: str, fmt: str) -> None:
+    def __init__(self, catalog: CatalogStore, name: str, fmt: str, *, engine: "str | Engine | None" = None) -> None:
         self.catalog = catalog
         self.name = name
         self.fmt = fmt
+        self.engine = engine
         self.base = catalog.data_dir(name)
         self.directory = os.path.join(self.base, f"{STAGING_PREFIX}{fmt}-{uuid.uuid4().hex[:12]}")
         self.shards: ShardWriter | None = None
@@ -253,23 +259,29 @@ class Staging:
             self.published = final
         shard_paths = [os.path.join(final, os.path.basename(p)) for p in paths]
         version = self.catalog.register(
-            self.name, shard_paths, key=key, tag=tag, kinds=kinds, notes={"imported_from": source, **dict(notes or {})}
+            self.name,
+            shard_paths,
+            key=key,
+            tag=tag,
+            kinds=kinds,
+            notes={"imported_from": source, **dict(notes or {})},
+            engine=self.engine,
         )
         self.published = None
         return version
 
 
 @contextlib.contextmanager
-def staged_import(catalog: CatalogStore, name: str, fmt: str) -> Iterator[Staging]:
+def staged_import(catalog: CatalogStore, name: str, fmt: str, *, engine: "str | Engine | None" = None) -> Iterator[Staging]:
     """Stage an import of ``name``; on any error remove what it wrote, leaving the catalog unchanged.
 
-    Importers write local files: a catalog on an object store is refused.
+    Importers write local files: a catalog on an object store is refused. ``engine`` runs the registration's scan.
     """
     check_name("dataset", name)
     if storage.is_remote(catalog.root):
         raise RegistrationError(f"importers write to local catalogs only; {catalog.root} is remote (import locally, then copy)")
     remove_stale_staging(catalog.data_dir(name))
-    staging = Staging(catalog, name, fmt)
+    staging = Staging(catalog, name, fmt, engine=engine)
     try:
         staging.claim()
         yield staging
@@ -354,7 +366,7 @@ def write_files(
 
     key, kinds, progress = options.get("key"), options.get("kinds"), options.get("progress")
     media = MediaFiles(schema, copy=copy_media, root=media_root, kinds=kinds)
-    with staged_import(catalog, name, fmt) as staging:
+    with staged_import(catalog, name, fmt, engine=options.get("engine")) as staging:
         writer = staging.writer(schema, rows_per_shard=options.get("rows_per_shard"), row_group_size=options.get("row_group_size"), key=key)
         done = 0
         for path in files:

@@ -133,6 +133,27 @@ def stat(uri: str) -> FileStat:
     return FileStat(True, int(info.size or 0))
 
 
+def identity(uri: str) -> str:
+    """What changes when a file is rewritten: its size and modification time (and inode locally; the validator remote
+    stores give: size and modification time, or an HTTP ``ETag``); ``""`` when nothing is stored there.
+
+    Scans compare it before and after reading a file, so a file rewritten while it is read is refused.
+
+    >>> identity("/nonexistent/batchscope-file")
+    ''
+    """
+    uri = normalize(uri)
+    if is_remote(uri):
+        result, validator = _remote_stat(uri)
+        _remember(uri, validator)
+        return f"{result.size}:{validator}" if result.exists else ""
+    try:
+        info = os.stat(uri)
+    except FileNotFoundError:
+        return ""
+    return f"{info.st_size}:{info.st_mtime_ns}:{info.st_ino}"
+
+
 def read_bytes(uri: str) -> bytes:
     """Read a whole (small) file such as a manifest; never cached, since tags and refs move."""
     uri = normalize(uri)
