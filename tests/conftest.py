@@ -14,7 +14,7 @@ from loaders import Catalog
 if TYPE_CHECKING:
     from tests.support.pairs import DiffCatalog
 
-pytest_plugins = ["tests.support.s3server", "tests.support.nginx"]
+pytest_plugins = ["tests.support.s3server", "tests.support.nginx", "tests.support.ray_cluster"]
 
 ROW_GROUP = 3
 CHAT_TOKENIZER = "chat-words"

@@ -81,13 +81,21 @@ def read_footer(uri: str) -> _Footer:
 
 def scan_range(task: _Range) -> SegmentScan:
     """Task: scan a range of a file's segments, refusing the file if it changed since its footer was read."""
-    scan = scan_segments(task.layout, task.first, task.last, key=task.key)
+    try:
+        scan = scan_segments(task.layout, task.first, task.last, key=task.key)
+    except (RegistrationError, OSError) as exc:  # what a file rewritten under us looks like, first
+        _refuse_if_changed(task, exc)
+        raise
+    _refuse_if_changed(task, None)
+    return scan
+
+
+def _refuse_if_changed(task: _Range, cause: BaseException | None) -> None:
     if storage.identity(task.layout.uri) != task.identity:
         raise RegistrationError(
             f"{task.layout.uri}: the file changed while it was being registered (its size or modification time moved); "
             "nothing was registered — register it again once it is written"
-        )
-    return scan
+        ) from cause
 
 
 def _encode(scan: FileScan) -> bytes:

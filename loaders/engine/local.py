@@ -144,17 +144,25 @@ class LocalEngine:
                 future.cancel()
 
     def _run_processes(self, fn: Callable[[T], R], items: Sequence[T], labels: Sequence[str]) -> Iterator[tuple[int, R]]:
+        """Run on worker processes. A worker that dies takes the pool's other tasks with it: those run again one at a
+        time, so only the task that kills its worker when it runs alone is counted (and refused after the retries)."""
         pool = self._process_pool()
         window = 2 * self.workers("python")
-        attempts = [0] * len(items)
+        deaths = [0] * len(items)
         pending: dict[cf.Future[R], int] = {}
         upcoming = deque(range(len(items)))
+        suspects: deque[int] = deque()  # lost with a broken pool: each runs alone next
         try:
-            while upcoming or pending:
-                while upcoming and len(pending) < window:
-                    position = upcoming.popleft()
-                    attempts[position] += 1
-                    pending[pool.submit(fn, items[position])] = position
+            while upcoming or pending or suspects:
+                if suspects:
+                    if not pending:
+                        position = suspects.popleft()
+                        pending[pool.submit(fn, items[position])] = position
+                else:
+                    while upcoming and len(pending) < window:
+                        position = upcoming.popleft()
+                        pending[pool.submit(fn, items[position])] = position
+                alone = len(pending) == 1
                 finished, _ = cf.wait(pending, return_when=cf.FIRST_COMPLETED)
                 broken = False
                 for future in finished:
@@ -162,18 +170,20 @@ class LocalEngine:
                     try:
                         result = future.result()
                     except BrokenProcessPool as exc:
-                        if attempts[position] > retries():
-                            raise EngineError(
-                                f"{labels[position]}: the worker process running it died {attempts[position]} times ({exc})"
-                            ) from exc
-                        upcoming.appendleft(position)
                         broken = True
+                        if alone:
+                            deaths[position] += 1
+                            if deaths[position] > retries():
+                                raise EngineError(
+                                    f"{labels[position]}: the worker process running it died {deaths[position]} times ({exc})"
+                                ) from exc
+                        suspects.append(position)
                         continue
                     yield position, result
-                if broken:  # every task of a broken pool is lost: run the unfinished ones again on a new pool
+                if broken:  # every task of a broken pool is lost: each runs again, alone, on a new pool
                     for future, position in pending.items():
                         future.cancel()
-                        upcoming.appendleft(position)
+                        suspects.append(position)
                     pending.clear()
                     pool = self._process_pool(fresh=True)
         finally:
