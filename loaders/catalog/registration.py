@@ -30,8 +30,10 @@ from ..errors import RegistrationError
 from ..storage.shard_scan import SegmentScan, ShardLayout, layout_ranges, read_layout, scan_segments, shard_info
 from ..storage.shards import ShardInfo
 
-#: Bytes of row groups one task reads (at least one row group).
+#: Bytes of row groups one task reads (at least one row group): locally, and from remote stores (where that many
+#: requests are in flight at once, each holding its bytes).
 TASK_BYTES = 64 << 20
+REMOTE_TASK_BYTES = 8 << 20
 #: ``progress(done, total)`` in bytes.
 Progress = Callable[[int, "int | None"], None]
 
@@ -143,6 +145,7 @@ def scan_files(
     remote = any(storage.is_remote(uri) for uri in files)
     labels = list(files)
     footers = ordered(engine, read_footer, list(files), labels=labels, work="io" if remote else "cpu")
+    _check_schemas([f.uri for f in footers], [f.layout.schema() for f in footers], key)  # before any data is read
     total = sum(f.layout.size for f in footers)
     found: dict[int, FileScan] = {}
     for position, footer in enumerate(footers):
@@ -158,7 +161,8 @@ def scan_files(
     for position, footer in enumerate(footers):
         if position in found:
             continue
-        for first, last in layout_ranges(segment_sizes=footer.layout.segment_sizes(), target=TASK_BYTES):
+        target = REMOTE_TASK_BYTES if storage.is_remote(footer.uri) else TASK_BYTES
+        for first, last in layout_ranges(segment_sizes=footer.layout.segment_sizes(), target=target):
             tasks.append(_Range(footer.layout, first, last, key, footer.identity))
             owners.append(position)
     waiting = {position: sum(1 for owner in owners if owner == position) for position in set(owners)}
@@ -181,6 +185,20 @@ def scan_files(
         if progress is not None:
             progress(done, total)
     return [found[position] for position in range(len(files))]
+
+
+def _check_schemas(files: Sequence[str], schemas: Sequence[pa.Schema], key: str | None) -> None:
+    """Every file has the first one's columns and types, and the key column: RegistrationError naming the file."""
+    first = schemas[0]
+    for uri, schema in zip(files, schemas):
+        if [(f.name, str(f.type)) for f in schema] != [(f.name, str(f.type)) for f in first]:
+            raise RegistrationError(
+                f"{uri}: schema differs from {files[0]}: "
+                f"{', '.join(f'{f.name}: {f.type}' for f in schema)} vs "
+                f"{', '.join(f'{f.name}: {f.type}' for f in first)}"
+            )
+    if key is not None and key not in first.names:
+        raise RegistrationError(f"key column {key!r} is not in the schema of {files[0]} (columns: {', '.join(first.names)})")
 
 
 def _assemble(footer: _Footer, scans: list[SegmentScan], key: str | None) -> FileScan:

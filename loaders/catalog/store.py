@@ -252,21 +252,12 @@ class CatalogStore:
         if tag is not None:
             check_name("tag", tag)
         files = _expand(paths)
+        if tokenizer is not None:
+            self.tokenizer_id(tokenizer)  # an unknown tokenizer is refused before anything is read
         scan_engine = resolve_engine(engine)
         with Checkpoints.open(staging_area(self.root, name), job_name(name, files, key)) as staged:
             scans = scan_files(files, key=key, engine=scan_engine, checkpoints=staged, progress=progress)
-            schema = scans[0].schema
-            for uri, scan in zip(files, scans):
-                if [(f.name, str(f.type)) for f in scan.schema] != [(f.name, str(f.type)) for f in schema]:
-                    raise RegistrationError(
-                        f"{uri}: schema differs from {files[0]}: "
-                        f"{', '.join(f'{f.name}: {f.type}' for f in scan.schema)} vs "
-                        f"{', '.join(f'{f.name}: {f.type}' for f in schema)}"
-                    )
-            if key is not None and key not in schema.names:
-                raise RegistrationError(f"key column {key!r} is not in the schema of {files[0]} (columns: {', '.join(schema.names)})")
-            if tokenizer is not None:
-                self.tokenizer_id(tokenizer)
+            schema = scans[0].schema  # every file's columns and types were checked against it before any data was read
             manifest = Manifest(
                 name=name,
                 schema=schema,

@@ -83,17 +83,23 @@ class SegmentScan:
     keys: pa.Array | None = None
 
 
+#: The end of a file read in one request to find its footer (most footers fit; a larger one takes a second request).
+_TAIL = 64 << 10
+
+
 def _footer_bounds(uri: str, size: int) -> tuple[int, bytes]:
     """Return (footer start, footer bytes); raise RegistrationError when the tail is not Parquet."""
     if size < 12:
         raise RegistrationError(f"{uri}: not a Parquet file ({size} bytes is too small for header and footer)")
-    tail = storage.read_range(uri, size - 8, 8, cache=False)
-    if tail[4:] != _MAGIC:
+    tail = storage.read_range(uri, size - min(size, _TAIL), min(size, _TAIL), cache=False)
+    if tail[-4:] != _MAGIC:
         raise RegistrationError(f"{uri}: not a Parquet file (no PAR1 magic at the end; truncated or another format)")
-    (meta_len,) = struct.unpack("<I", tail[:4])
+    (meta_len,) = struct.unpack("<I", tail[-8:-4])
     start = size - 8 - meta_len
     if start < 4:
         raise RegistrationError(f"{uri}: Parquet footer length {meta_len} exceeds the file size {size}")
+    if size - start <= len(tail):
+        return start, tail[len(tail) - (size - start) :]
     return start, storage.read_range(uri, start, size - start, cache=False)
 
 
@@ -113,10 +119,8 @@ def _row_group_starts(metadata: pq.FileMetaData) -> list[int]:
 
 
 def read_layout(uri: str, size: int) -> ShardLayout:
-    """Read and bound the footer of the ``size``-byte file at ``uri``; RegistrationError names what is wrong."""
-    head = storage.read_range(uri, 0, 4, cache=False) if size >= 4 else b""
-    if head != _MAGIC:
-        raise RegistrationError(f"{uri}: not a Parquet file (no PAR1 magic at the start)")
+    """Read and bound the footer of the ``size``-byte file at ``uri`` (one request, most of the time); RegistrationError
+    names what is wrong. The magic at the start is checked when the first segment is read (:func:`scan_segments`)."""
     footer_start, footer = _footer_bounds(uri, size)
     metadata = parse_footer(uri, footer)
     problem = footer_problem(metadata, body_end=footer_start)
@@ -162,12 +166,28 @@ def _as_text(column: pa.ChunkedArray | pa.Array) -> pa.Array:
     return text.combine_chunks() if isinstance(text, pa.ChunkedArray) else text
 
 
+def _read_into(layout: ShardLayout, view: memoryview, start: int, end: int) -> None:
+    got = storage.read_range_into(layout.uri, start, view[start:end], cache=False)
+    if got != end - start:
+        raise RegistrationError(f"{layout.uri}: file ended at byte {start + got}, expected {end}")
+
+
+def _check_magic(layout: ShardLayout, head: bytes | memoryview) -> None:
+    if bytes(head[:4]) != _MAGIC:
+        raise RegistrationError(f"{layout.uri}: not a Parquet file (no PAR1 magic at the start)")
+
+
 def scan_segments(layout: ShardLayout, first: int, last: int, *, key: str | None = None) -> SegmentScan:
-    """Read segments ``[first, last)`` of a file once: check page headers, hash, and decode ``key`` (as text)."""
+    """Read segments ``[first, last)`` of a file once (in one request when they fit in memory): check the page headers,
+    hash, and decode ``key`` (as text) from the bytes hashed."""
     metadata = layout.metadata()
     check = PageCheck(metadata)
     sparse, view = file_buffer(layout.size)
     view[layout.footer_start : layout.size] = layout.footer
+    span_start, span_end = layout.boundaries[first], layout.boundaries[last]
+    held = span_end - span_start <= _HELD_SEGMENT
+    if held:
+        _read_into(layout, view, span_start, span_end)
     digests: list[str] = []
     keys: list[pa.Array] = []
     checked = True
@@ -175,15 +195,18 @@ def scan_segments(layout: ShardLayout, first: int, last: int, *, key: str | None
         start, end = layout.boundaries[segment], layout.boundaries[segment + 1]
         groups = _groups_of(layout, segment)
         if end - start > _HELD_SEGMENT:
+            if segment == 0:
+                _check_magic(layout, storage.read_range(layout.uri, 0, 4, cache=False))
             digests.append(_hash_range(layout.uri, start, end))
             checked = False
             if key is not None:
                 keys += [_streamed_keys(layout, metadata, group, key, sparse, view) for group in groups]
             continue
+        if not held:
+            _read_into(layout, view, start, end)
         segment_view = view[start:end]
-        got = storage.read_range_into(layout.uri, start, segment_view, cache=False)
-        if got != end - start:
-            raise RegistrationError(f"{layout.uri}: file ended at byte {start + got}, expected {end}")
+        if segment == 0:
+            _check_magic(layout, segment_view)
         if end - start <= CHECKED_SEGMENT:
             for group in groups:
                 problem = check.problem(group, segment_view, start)
