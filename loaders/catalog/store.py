@@ -79,6 +79,22 @@ def scanned_keys(scans: "Sequence[FileScan]") -> KeyColumn:
     )
 
 
+def sorted_keys(column: KeyColumn) -> KeyColumn:
+    """The same keys, shards and rows, in key order (what the key index is sorted by: sorting it again is cheap)."""
+    order = pc.sort_indices(column.keys)
+    return KeyColumn(column.keys.take(order), column.shards.take(order), column.rows.take(order))
+
+
+def has_repeats(ordered_keys: pa.Array) -> bool:
+    """Whether sorted keys hold one value twice (neighbours are equal).
+
+    >>> has_repeats(pa.array(["a", "b", "b"])), has_repeats(pa.array(["a", "b"]))
+    (True, False)
+    """
+    n = len(ordered_keys)
+    return n > 1 and bool(pc.any(pc.equal(ordered_keys.slice(1), ordered_keys.slice(0, n - 1))).as_py())
+
+
 def _expand(paths: Iterable[str | os.PathLike[str]]) -> list[str]:
     """Files named directly, directories (their ``*.parquet``, sorted) and glob patterns."""
     out: list[str] = []
@@ -301,8 +317,9 @@ class CatalogStore:
         if manifest.key is None:
             return manifest, None
         keys = scanned_keys(scans)
-        if pc.count_distinct(keys.keys, mode="all").as_py() == len(keys.keys):
-            return manifest, keys  # no key is held twice (the common case, checked without grouping)
+        in_order = sorted_keys(keys)
+        if not has_repeats(in_order.keys):
+            return manifest, in_order  # no key is held twice (the common case: one sort, which the key index reuses)
         if not allow_duplicate_keys:
             refuse_duplicates(keys, key=manifest.key, name=manifest.name)
             return manifest, keys

@@ -72,6 +72,16 @@ class Checkpoints:
         finally:
             staged._release()
 
+    def identity(self, key: str) -> str | None:
+        """The identity of ``key``'s input when its result was kept (None when nothing is kept for it)."""
+        try:
+            with open(os.path.join(self.directory, _entry_name(key)), "rb") as handle:
+                header = json.loads(handle.readline())
+        except (OSError, ValueError):
+            return None
+        found = header.get("identity") if isinstance(header, dict) and header.get("key") == key else None
+        return found if isinstance(found, str) else None
+
     def get(self, key: str, identity: str) -> bytes | None:
         """The result stored for ``key`` when its input still has ``identity`` and its bytes are intact; else None."""
         path = os.path.join(self.directory, _entry_name(key))

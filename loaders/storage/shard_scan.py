@@ -32,6 +32,8 @@ _MAGIC = b"PAR1"
 _HASH_CHUNK = 8 << 20
 #: Segments up to this size are read whole at registration, so their page headers are checked there too.
 CHECKED_SEGMENT = 64 << 20
+#: Files up to this size are read whole, in one request, by :func:`scan_shard`.
+WHOLE_FILE = 8 << 20
 #: Segments up to this size are held whole while scanned (larger ones are streamed; their key column is read apart).
 _HELD_SEGMENT = 256 << 20
 
@@ -87,11 +89,11 @@ class SegmentScan:
 _TAIL = 64 << 10
 
 
-def _footer_bounds(uri: str, size: int) -> tuple[int, bytes]:
+def _footer_bounds(uri: str, size: int, whole: bytes | memoryview | None = None) -> tuple[int, bytes]:
     """Return (footer start, footer bytes); raise RegistrationError when the tail is not Parquet."""
     if size < 12:
         raise RegistrationError(f"{uri}: not a Parquet file ({size} bytes is too small for header and footer)")
-    tail = storage.read_range(uri, size - min(size, _TAIL), min(size, _TAIL), cache=False)
+    tail = whole if whole is not None else storage.read_range(uri, size - min(size, _TAIL), min(size, _TAIL), cache=False)
     if tail[-4:] != _MAGIC:
         raise RegistrationError(f"{uri}: not a Parquet file (no PAR1 magic at the end; truncated or another format)")
     (meta_len,) = struct.unpack("<I", tail[-8:-4])
@@ -99,7 +101,7 @@ def _footer_bounds(uri: str, size: int) -> tuple[int, bytes]:
     if start < 4:
         raise RegistrationError(f"{uri}: Parquet footer length {meta_len} exceeds the file size {size}")
     if size - start <= len(tail):
-        return start, tail[len(tail) - (size - start) :]
+        return start, bytes(tail[len(tail) - (size - start) :])
     return start, storage.read_range(uri, start, size - start, cache=False)
 
 
@@ -118,10 +120,11 @@ def _row_group_starts(metadata: pq.FileMetaData) -> list[int]:
     return starts
 
 
-def read_layout(uri: str, size: int) -> ShardLayout:
-    """Read and bound the footer of the ``size``-byte file at ``uri`` (one request, most of the time); RegistrationError
-    names what is wrong. The magic at the start is checked when the first segment is read (:func:`scan_segments`)."""
-    footer_start, footer = _footer_bounds(uri, size)
+def read_layout(uri: str, size: int, *, whole: bytes | memoryview | None = None) -> ShardLayout:
+    """Read and bound the footer of the ``size``-byte file at ``uri`` (one request, most of the time; none when ``whole``
+    holds the file's bytes); RegistrationError names what is wrong. The magic at the start is checked when the first
+    segment is read (:func:`scan_segments`)."""
+    footer_start, footer = _footer_bounds(uri, size, whole)
     metadata = parse_footer(uri, footer)
     problem = footer_problem(metadata, body_end=footer_start)
     if problem is not None:
@@ -166,7 +169,11 @@ def _as_text(column: pa.ChunkedArray | pa.Array) -> pa.Array:
     return text.combine_chunks() if isinstance(text, pa.ChunkedArray) else text
 
 
-def _read_into(layout: ShardLayout, view: memoryview, start: int, end: int) -> None:
+def _read_into(layout: ShardLayout, view: memoryview, start: int, end: int, whole: bytes | memoryview | None = None) -> None:
+    if whole is not None:
+        if not (isinstance(whole, memoryview) and whole.obj is view.obj):  # (already in this thread's buffer)
+            view[start:end] = memoryview(whole)[start:end]
+        return
     got = storage.read_range_into(layout.uri, start, view[start:end], cache=False)
     if got != end - start:
         raise RegistrationError(f"{layout.uri}: file ended at byte {start + got}, expected {end}")
@@ -177,24 +184,26 @@ def _check_magic(layout: ShardLayout, head: bytes | memoryview) -> None:
         raise RegistrationError(f"{layout.uri}: not a Parquet file (no PAR1 magic at the start)")
 
 
-def scan_segments(layout: ShardLayout, first: int, last: int, *, key: str | None = None) -> SegmentScan:
-    """Read segments ``[first, last)`` of a file once (in one request when they fit in memory): check the page headers,
-    hash, and decode ``key`` (as text) from the bytes hashed."""
+def scan_segments(
+    layout: ShardLayout, first: int, last: int, *, key: str | None = None, whole: bytes | memoryview | None = None
+) -> SegmentScan:
+    """Read segments ``[first, last)`` of a file once (in one request when they fit in memory; from ``whole``, the
+    file's bytes, when given): check the page headers, hash, and decode ``key`` (as text) from the bytes hashed."""
     metadata = layout.metadata()
     check = PageCheck(metadata)
     sparse, view = file_buffer(layout.size)
     view[layout.footer_start : layout.size] = layout.footer
     span_start, span_end = layout.boundaries[first], layout.boundaries[last]
-    held = span_end - span_start <= _HELD_SEGMENT
+    held = span_end - span_start <= _HELD_SEGMENT or whole is not None
     if held:
-        _read_into(layout, view, span_start, span_end)
+        _read_into(layout, view, span_start, span_end, whole)
     digests: list[str] = []
     keys: list[pa.Array] = []
     checked = True
     for segment in range(first, last):
         start, end = layout.boundaries[segment], layout.boundaries[segment + 1]
         groups = _groups_of(layout, segment)
-        if end - start > _HELD_SEGMENT:
+        if end - start > _HELD_SEGMENT and whole is None:
             if segment == 0:
                 _check_magic(layout, storage.read_range(layout.uri, 0, 4, cache=False))
             digests.append(_hash_range(layout.uri, start, end))
@@ -280,6 +289,7 @@ def scan_shard(uri: str) -> tuple[ShardInfo, pa.Schema]:
     info = storage.stat(uri)
     if not info.exists:
         raise RegistrationError(f"{uri}: no such file")
-    layout = read_layout(uri, info.size)
-    shard = shard_info(layout, [scan_segments(layout, 0, layout.segments)])
+    whole = storage.read_range(uri, 0, info.size, cache=False) if info.size <= WHOLE_FILE else None
+    layout = read_layout(uri, info.size, whole=whole)
+    shard = shard_info(layout, [scan_segments(layout, 0, layout.segments, whole=whole)])
     return shard, layout.schema()

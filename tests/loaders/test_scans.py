@@ -189,23 +189,38 @@ def test_a_registration_killed_at_90_percent_resumes_without_reading_finished_fi
     assert not list((tmp_path / "cache" / "scans").rglob("*.entry"))  # published: the staging area is gone
 
 
-def test_a_file_rewritten_while_it_is_registered_is_refused_by_name_and_nothing_is_published(tmp_path, monkeypatch):
+@pytest.mark.parametrize("read", ["whole", "in ranges"])
+def test_a_file_rewritten_while_it_is_registered_is_refused_by_name_and_nothing_is_published(tmp_path, monkeypatch, read):
     monkeypatch.setenv("BATCHSCOPE_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.setenv("BATCHSCOPE_ENGINE_THREADS", "1")
     paths = _write_files(tmp_path / "data", files=6)
     catalog = Catalog(tmp_path / "catalog")
 
-    def rewrite_the_last_file(done: int, total: int | None) -> None:
-        if 0 < done < (total or 0) and not rewrite_the_last_file.done:  # after the first file, before the last is read
-            table = pq.read_table(paths[-1])
-            pq.write_table(table.slice(1), paths[-1], row_group_size=3)
-            rewrite_the_last_file.done = True
+    def rewrite_the_last_file() -> None:
+        if not rewritten:
+            pq.write_table(pq.read_table(paths[-1]).slice(1), paths[-1], row_group_size=3)
+            rewritten.append(True)
 
-    rewrite_the_last_file.done = False
+    rewritten: list[bool] = []
+    progress = None
+    if read == "whole":  # small files are read whole by one task: rewritten after its bytes were read, before it ends
+        real = registration.scan_segments
+
+        def scan_segments(layout, first, last, **options):
+            if layout.uri == paths[-1]:
+                rewrite_the_last_file()
+            return real(layout, first, last, **options)
+
+        monkeypatch.setattr(registration, "scan_segments", scan_segments)
+    else:  # files read in ranges after their footers: rewritten once the first file is done, before the last is read
+        monkeypatch.setattr(registration, "TASK_BYTES", 1)
+        progress = lambda done, total: rewrite_the_last_file() if 0 < done < (total or 0) else None  # noqa: E731
     with pytest.raises(RegistrationError, match=r"part-5\.parquet: the file changed while it was being registered"):
-        catalog.register("docs", paths, key="id", progress=rewrite_the_last_file)
-    assert not (Path(catalog.root) / "datasets" / "docs").exists()
+        catalog.register("docs", paths, key="id", progress=progress)
+    assert rewritten and not (Path(catalog.root) / "datasets" / "docs").exists()
     assert list((tmp_path / "cache" / "scans").rglob("*.entry"))  # what was finished stays staged for the next run...
+    monkeypatch.undo()
+    monkeypatch.setenv("BATCHSCOPE_CACHE_DIR", str(tmp_path / "cache"))
     spy = _Spy(monkeypatch)
     version = catalog.register("docs", paths, key="id")
     assert spy.read == [paths[-1]]  # ...which reads only the rewritten file
