@@ -26,7 +26,7 @@ $(VENV)/.base: pyproject.toml setup.py
 DROP_TORCHVISION := $(BIN)/python -m pip uninstall -y -q torchvision >/dev/null 2>&1 || true
 
 $(VENV)/.test: $(VENV)/.base
-	@$(BIN)/python -m pip install -q --disable-pip-version-check -e '.[test]'
+	@$(BIN)/python -m pip install -q --disable-pip-version-check -e '.[test,ray]'
 	@$(DROP_TORCHVISION)
 	@touch $@
 
@@ -56,9 +56,10 @@ nginx:
 demo: setup
 	$(BIN)/batchscope demo --root $(DEMO_ROOT) --port $(PORT)
 
-# The suite runs on every core (at most 4 worker processes); pass PYTEST_ARGS to narrow it.
+# The suite runs on every core (at most 4 worker processes); tests marked xdist_group("ray") share one worker, so a
+# local Ray starts once. Pass PYTEST_ARGS to narrow it.
 test: setup-test chromium nginx
-	$(BIN)/python -m pytest -n auto --maxprocesses=4 $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -n auto --maxprocesses=4 --dist loadgroup $(PYTEST_ARGS)
 
 bench: $(VENV)/.bench
 	$(BIN)/python -m bench
