@@ -237,3 +237,62 @@ def test_staging_left_by_a_killed_registration_of_other_files_is_cleaned_by_the_
     clear_read_caches()
     Catalog(root).register("big", paths[:3], key="id")  # another job of the same dataset
     assert not list((tmp_path / "cache" / "scans").rglob("*.entry"))
+
+
+# -- resuming an import -----------------------------------------------------------------------------------------
+_STALL_IMPORT = """
+import sys, time
+from loaders import Catalog
+from loaders.importers import import_jsonl
+
+marker, root, *paths = sys.argv[1:]
+
+def progress(done, total):
+    if total and done >= 0.95 * total:  # past 90 % of the second pass (the first pass is the first half)
+        open(marker, "w").close()
+        time.sleep(120)  # killed here by the test
+
+import_jsonl(Catalog(root), "notes", paths, key="id", rows_per_shard=200, row_group_size=50, progress=progress)
+"""
+
+
+def test_an_import_killed_at_90_percent_resumes_after_the_shards_it_finished(tmp_path, monkeypatch):
+    import loaders.importers.jsonl as jsonl_importer
+
+    paths = []
+    for f in range(10):
+        path = tmp_path / f"notes-{f}.jsonl"
+        path.write_text("".join(json.dumps({"id": f"n-{f}-{i}", "text": f"note {i} of file {f} " * 3}) + "\n" for i in range(300)))
+        paths.append(str(path))
+    root = tmp_path / "catalog"
+    marker = tmp_path / "at-90"
+    process = subprocess.Popen([sys.executable, "-c", _STALL_IMPORT, str(marker), str(root), *paths])
+    try:
+        deadline = time.monotonic() + 120
+        while not marker.exists():
+            assert process.poll() is None, "the import ended before 90 %"
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        process.send_signal(signal.SIGKILL)
+    finally:
+        process.wait(timeout=30)
+    staged = [p for p in (root / "data" / "notes").iterdir() if p.is_dir() and p.name.startswith(".staging-")]
+    journal = json.loads((staged[0] / "journal.json").read_text())
+    finished = {e["name"]: (staged[0] / e["name"]).stat().st_ino for e in journal["shards"]}
+    assert len(finished) >= 10  # of 15
+    opened: list[str] = []
+    real = jsonl_importer._lines
+
+    def lines(path, on_bytes):
+        opened.append(path)
+        return real(path, on_bytes)
+
+    monkeypatch.setattr(jsonl_importer, "_lines", lines)
+    version = import_jsonl(Catalog(root), "notes", paths, key="id", rows_per_shard=200, row_group_size=50)
+    assert opened and set(opened) <= set(paths[journal["position"]["file"] :])  # no first pass, no finished file again
+    monkeypatch.undo()
+    fresh = import_jsonl(Catalog(tmp_path / "fresh"), "notes", paths, key="id", rows_per_shard=200, row_group_size=50)
+    published = Path(version.shards[0].uri).parent
+    assert published.name == Path(fresh.shards[0].uri).parent.name  # named after the shards' bytes: the same bytes
+    assert {name: (published / name).stat().st_ino for name in finished} == finished  # the finished shards were kept
+    assert version.rows == 3000 and not [p for p in published.parent.iterdir() if p.name.startswith(".staging-")]
