@@ -178,6 +178,24 @@ def local_registration(paths: list[str], total: int, scratch: Path, *, repeats: 
     }
 
 
+def text_scan_rate(paths: list[str]) -> dict[str, Any]:
+    """One core decoding the ``text`` column and counting regex matches in it (the work a ``find`` over text does)."""
+    start = time.perf_counter()
+    matches = decoded = 0
+    for path in paths:
+        column = pq.read_table(path, columns=["text"], use_threads=False).column("text")
+        decoded += column.nbytes
+        matches += int(pc.sum(pc.count_substring_regex(column, r"\b[Tt]h\w+")).as_py() or 0)
+    seconds = time.perf_counter() - start
+    on_disk = sum(os.path.getsize(p) for p in paths)
+    return {
+        "seconds": round(seconds, 3),
+        "matches": matches,
+        "file_bytes_per_s_one_core": round(on_disk / seconds),
+        "text_bytes_per_s_one_core": round(decoded / seconds),
+    }
+
+
 # -- 2. registration on S3 (moto) ------------------------------------------------------------------------------
 @contextlib.contextmanager
 def moto_bucket(paths: list[str]) -> Iterator[list[str]]:
@@ -438,6 +456,7 @@ def run(workdir: Path, *, quick: bool) -> dict[str, Any]:
     total = _warm(paths)
     repeats = 3 if quick else 5
     local = local_registration(paths, total, scratch, repeats=repeats)
+    local["text_scan"] = text_scan_rate(paths)
     s3 = s3_registration(paths, total, scratch, repeats=repeats)
     ray = ray_registration(paths, total, scratch, repeats=repeats)
     diff = diffs(

@@ -10,7 +10,7 @@ assembles their digests into the manifest's :class:`ShardInfo`.
 :func:`scan_shard` does all three for one file.
 
 >>> layout_ranges(segment_sizes=[10, 10, 10, 10], target=25)
-[(0, 2), (2, 4)]
+[(0, 3), (3, 4)]
 """
 
 from __future__ import annotations
