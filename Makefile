@@ -7,7 +7,7 @@ BIN    := $(VENV)/bin
 DEMO_ROOT ?= demo-data
 PORT   ?= 8000
 # The test setup installs every optional extra, so every framework integration is tested with its own package.
-TEST_EXTRAS := test,hf,grain,megatron,streaming,energon,litdata,duckdb
+TEST_EXTRAS := test,hf,grain,megatron,streaming,energon,litdata,duckdb,ray
 SUDO   := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 .PHONY: demo test bench setup setup-test chromium nginx serve clean help
@@ -74,9 +74,10 @@ nginx:
 demo: setup
 	$(BIN)/batchscope demo --root $(DEMO_ROOT) --port $(PORT)
 
-# The suite runs on every core (at most 4 worker processes); pass PYTEST_ARGS to narrow it.
+# The suite runs on every core (at most 4 worker processes); tests marked xdist_group("ray") share one worker, so a
+# local Ray starts once. Pass PYTEST_ARGS to narrow it.
 test: setup-test chromium nginx
-	$(BIN)/python -m pytest -n auto --maxprocesses=4 $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -n auto --maxprocesses=4 --dist loadgroup $(PYTEST_ARGS)
 
 bench: $(VENV)/.bench
 	$(BIN)/python -m bench

@@ -186,3 +186,9 @@ class WhereUnsupported(ReplayError):
     """A run's read order cannot be inverted (where was a sample read); the message says why, in one line."""
 
     status = 422
+
+
+class EngineError(BatchscopeError):
+    """A scan engine could not run a scan: an unknown engine, a Ray cluster that cannot be reached, a worker that kept dying."""
+
+    status = 503

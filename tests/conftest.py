@@ -16,7 +16,7 @@ from loaders import Catalog
 if TYPE_CHECKING:
     from tests.support.pairs import DiffCatalog
 
-pytest_plugins = ["tests.support.s3server", "tests.support.nginx"]
+pytest_plugins = ["tests.support.s3server", "tests.support.nginx", "tests.support.ray_cluster"]
 
 # The seal key of derived files lives outside the catalog (``loaders.storage.seal``): tests keep theirs (and every
 # server and command they start) in a temporary directory, never in the home directory.

@@ -34,6 +34,17 @@ RootOption = Annotated[
 ]
 
 
+EngineOption = Annotated[
+    Optional[str],
+    typer.Option(
+        "--engine",
+        help="Where the scan runs: local (every core of this machine) or ray (the Ray cluster $RAY_ADDRESS names, "
+        "else a local Ray; needs batchscope[ray]). Default: $BATCHSCOPE_ENGINE, else local.",
+        show_default=False,
+    ),
+]
+
+
 def _holds_catalog(path: str) -> bool:
     return any(os.path.isdir(os.path.join(path, entry)) for entry in _CATALOG_ENTRIES)
 

@@ -10,7 +10,8 @@ from rich.table import Table
 from loaders import BatchscopeError
 from loaders.catalog.lineage import checked_parent
 
-from .common import RootOption, console, friendly_errors, open_catalog
+from .common import EngineOption, RootOption, console, friendly_errors, open_catalog
+from .progress import progress_bar
 
 
 def install(app: typer.Typer) -> None:
@@ -43,25 +44,36 @@ def register(
     exclude: Annotated[
         Optional[str], typer.Option("--exclude", help="File of keys (one per line) to drop; writes filtered copies.")
     ] = None,
+    engine: EngineOption = None,
     root: RootOption = None,
 ) -> None:
-    """Register Parquet files as a new version of NAME and print its version id."""
+    """Register Parquet files as a new version of NAME and print its version id.
+
+    Every file is read once, in parallel (a progress bar with rate and time left on stderr); an interrupted
+    registration run again resumes without reading its finished files again.
+    """
     with friendly_errors():
+        from loaders.engine import chosen_name
+
+        chosen_name(engine)  # an unknown engine is refused before anything is read
         catalog = open_catalog(root)
         paths: list[str] = list(files)
         if exclude:
             from loaders.catalog.exclude import write_excluding
 
             paths = write_excluding(catalog, name, paths, exclude, key=key)
-        version = catalog.register(
-            name,
-            paths,
-            key=key,
-            tag=tag,
-            kinds=_parse_kinds(kind) or None,
-            tokenizer=tokenizer,
-            allow_duplicate_keys=allow_duplicate_keys,
-        )
+        with progress_bar(f"register {name}", "bytes") as update:
+            version = catalog.register(
+                name,
+                paths,
+                key=key,
+                tag=tag,
+                kinds=_parse_kinds(kind) or None,
+                tokenizer=tokenizer,
+                allow_duplicate_keys=allow_duplicate_keys,
+                engine=engine,
+                progress=update,
+            )
         print(version.id)
 
 

@@ -12,7 +12,7 @@ from rich.text import Text
 from loaders.diff import DEFAULT_SIMILARITY, FieldDiff, RowChange, TextOp, VersionDiff, diff_versions
 
 from ..reveal import visible, visible_text
-from .common import RootOption, console, err_console, friendly_errors, open_catalog
+from .common import EngineOption, RootOption, console, err_console, friendly_errors, open_catalog
 from .terminal import change
 
 _MARKS = {"added": ("+", "green"), "removed": ("-", "red"), "changed": ("~", "yellow"), "edited": ("≈", "magenta")}
@@ -33,14 +33,18 @@ def diff(
         float,
         typer.Option("--similarity", min=0.0, max=1.0, help="Keyless datasets: text similarity for pairing rows as edited."),
     ] = DEFAULT_SIMILARITY,
+    engine: EngineOption = None,
     root: RootOption = None,
 ) -> None:
     """Show what changed between two versions. Exit status: 0 identical, 1 different, 2 error (like diff)."""
     code = 2
     try:
         with friendly_errors(exit_code=2):
+            from loaders.engine import chosen_name
+
+            chosen_name(engine)  # an unknown engine is refused before anything is read
             catalog = open_catalog(root)
-            result = diff_versions(catalog.resolve(a), catalog.resolve(b), similarity=similarity)
+            result = diff_versions(catalog.resolve(a), catalog.resolve(b), similarity=similarity, engine=engine)
             if as_json:
                 sys.stdout.write(json.dumps(result.to_json(limit=limit), indent=1, ensure_ascii=False) + "\n")
             else:

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import contextlib
-from typing import Annotated, Callable, Iterator, Optional
+from typing import Annotated, Callable, Optional
 
 import typer
-from rich.progress import BarColumn, DownloadColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
-from .common import RootOption, err_console, friendly_errors, open_catalog
+from .common import EngineOption, RootOption, friendly_errors, open_catalog
+from .progress import progress_bar
 
 KeyOption = Annotated[Optional[str], typer.Option("--key", help="Column whose value identifies a row (must be unique).")]
 TagOption = Annotated[Optional[str], typer.Option("--tag", help="Tag to move to the new version.")]
@@ -54,30 +53,10 @@ def _kinds(items: list[str]) -> dict[str, str] | None:
     return kinds or None
 
 
-@contextlib.contextmanager
-def _progress(label: str, unit: str) -> Iterator[Callable[[int, Optional[int]], None]]:
-    """A rich progress bar on stderr, driven by the importer's ``progress(done, total)`` callback."""
-    counter = DownloadColumn() if unit == "bytes" else MofNCompleteColumn()
-    with Progress(
-        TextColumn("[bold]{task.description}"),
-        BarColumn(),
-        counter,
-        TimeRemainingColumn(),
-        console=err_console,
-        transient=True,
-    ) as bar:
-        task = bar.add_task(label, total=None)
-
-        def update(done: int, total: Optional[int]) -> None:
-            bar.update(task, completed=done, total=total)
-
-        yield update
-
-
 def _run(label: str, unit: str, action: Callable[[Callable[[int, Optional[int]], None]], object]) -> None:
     """Run an import with a progress bar; print the version id (``NAME VERSION`` lines when it made several datasets)."""
     with friendly_errors():
-        with _progress(label, unit) as update:
+        with progress_bar(label, unit) as update:
             result = action(update)
         if isinstance(result, dict):
             for dataset, version in result.items():
@@ -87,11 +66,27 @@ def _run(label: str, unit: str, action: Callable[[Callable[[int, Optional[int]],
 
 
 def _import(
-    unit: str, importer: Callable[..., object], name: str, source: object, *, root: Optional[str], kind: list[str], **options: object
+    unit: str,
+    importer: Callable[..., object],
+    name: str,
+    source: object,
+    *,
+    root: Optional[str],
+    kind: list[str],
+    engine: Optional[str],
+    **options: object,
 ) -> None:
-    """Run ``importer(catalog, name, source, kinds=..., progress=..., **options)`` with a progress bar counting ``unit``."""
+    """Run ``importer(catalog, name, source, kinds=..., progress=..., engine=..., **options)`` with a progress bar counting ``unit``."""
     kinds = _kinds(kind)
-    _run(f"import {name}", unit, lambda progress: importer(open_catalog(root), name, source, kinds=kinds, progress=progress, **options))
+    with friendly_errors():
+        from loaders.engine import chosen_name
+
+        chosen_name(engine)  # an unknown engine is refused before anything is read
+    _run(
+        f"import {name}",
+        unit,
+        lambda progress: importer(open_catalog(root), name, source, kinds=kinds, progress=progress, engine=engine, **options),
+    )
 
 
 def jsonl(
@@ -105,13 +100,14 @@ def jsonl(
     kind: KindOption = [],
     rows_per_shard: RowsPerShardOption = None,
     row_group_size: RowGroupOption = None,
+    engine: EngineOption = None,
     root: RootOption = None,
 ) -> None:
     """Import JSON Lines files as a new version of NAME and print its version id."""
     from loaders.importers import import_jsonl
 
     _import(
-        "bytes", import_jsonl, name, files, root=root, kind=kind, key=key, tag=tag, json_columns=json_column,
+        "bytes", import_jsonl, name, files, root=root, engine=engine, kind=kind, key=key, tag=tag, json_columns=json_column,
         rows_per_shard=rows_per_shard, row_group_size=row_group_size,
     )  # fmt: skip
 
@@ -126,13 +122,14 @@ def parquet(
     media_root: MediaRootOption = None,
     rows_per_shard: RowsPerShardOption = None,
     row_group_size: RowGroupOption = None,
+    engine: EngineOption = None,
     root: RootOption = None,
 ) -> None:
     """Rewrite Parquet written by other tools as a new version of NAME and print its version id."""
     from loaders.importers import import_parquet
 
     _import(
-        "rows", import_parquet, name, paths, root=root, kind=kind, key=key, tag=tag, copy_media=copy_media, media_root=media_root,
+        "rows", import_parquet, name, paths, root=root, engine=engine, kind=kind, key=key, tag=tag, copy_media=copy_media, media_root=media_root,
         rows_per_shard=rows_per_shard, row_group_size=row_group_size,
     )  # fmt: skip
 
@@ -148,13 +145,14 @@ def huggingface(
     media_root: MediaRootOption = None,
     rows_per_shard: RowsPerShardOption = None,
     row_group_size: RowGroupOption = None,
+    engine: EngineOption = None,
     root: RootOption = None,
 ) -> None:
     """Import every split of a Hugging Face dataset folder as its own dataset; print NAME.SPLIT and the version id of each."""
     from loaders.importers import import_huggingface
 
     _import(
-        "rows", import_huggingface, name, source, root=root, kind=kind, splits=split or None, key=key, tag=tag, copy_media=copy_media, media_root=media_root,
+        "rows", import_huggingface, name, source, root=root, engine=engine, kind=kind, splits=split or None, key=key, tag=tag, copy_media=copy_media, media_root=media_root,
         rows_per_shard=rows_per_shard, row_group_size=row_group_size,
     )  # fmt: skip
 
@@ -167,13 +165,14 @@ def mds(
     kind: KindOption = [],
     rows_per_shard: RowsPerShardOption = None,
     row_group_size: RowGroupOption = None,
+    engine: EngineOption = None,
     root: RootOption = None,
 ) -> None:
     """Import Mosaic MDS shards (encoded images kept as stored) as a new version of NAME and print its version id."""
     from loaders.importers import import_mds
 
     _import(
-        "rows", import_mds, name, source, root=root, kind=kind, key=key, tag=tag,
+        "rows", import_mds, name, source, root=root, engine=engine, kind=kind, key=key, tag=tag,
         rows_per_shard=rows_per_shard, row_group_size=row_group_size,
     )  # fmt: skip
 
@@ -185,13 +184,14 @@ def images(
     no_verify: Annotated[bool, typer.Option("--no-verify", help="Skip decoding every image once.")] = False,
     rows_per_shard: RowsPerShardOption = None,
     row_group_size: RowGroupOption = None,
+    engine: EngineOption = None,
     root: RootOption = None,
 ) -> None:
     """Import an image folder as a new version of NAME (key: the relative path) and print its version id."""
     from loaders.importers import import_images
 
     _import(
-        "files", import_images, name, folder, root=root, kind=[], tag=tag, verify=not no_verify,
+        "files", import_images, name, folder, root=root, engine=engine, kind=[], tag=tag, verify=not no_verify,
         rows_per_shard=rows_per_shard, row_group_size=row_group_size,
     )  # fmt: skip
 
@@ -203,12 +203,13 @@ def webdataset(
     kind: KindOption = [],
     rows_per_shard: RowsPerShardOption = None,
     row_group_size: RowGroupOption = None,
+    engine: EngineOption = None,
     root: RootOption = None,
 ) -> None:
     """Import WebDataset tar shards as a new version of NAME (key: the sample key) and print its version id."""
     from loaders.importers import import_webdataset
 
     _import(
-        "bytes", import_webdataset, name, shards, root=root, kind=kind, tag=tag,
+        "bytes", import_webdataset, name, shards, root=root, engine=engine, kind=kind, tag=tag,
         rows_per_shard=rows_per_shard, row_group_size=row_group_size,
     )  # fmt: skip

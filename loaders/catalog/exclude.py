@@ -20,7 +20,7 @@ import pyarrow.parquet as pq
 
 from .. import storage
 from ..errors import RegistrationError
-from ..storage.shards import scan_shard
+from ..storage.shard_scan import scan_shard
 from .leftovers import remove_abandoned_copies
 from .records import content_key, table_records
 from .store import CatalogStore, _expand

@@ -69,8 +69,15 @@ def _remove_if_abandoned(path: str) -> bool:
         os.close(handle)
 
 
-def remove_stale_staging(base: str) -> list[str]:
-    """Remove the abandoned staging directories (and their lock files) in ``base``; returns what was removed."""
+#: The journal a resumable import keeps in its staging directory (``loaders.importers.resume``).
+RESUME_JOURNAL = "journal.json"
+
+
+def remove_stale_staging(base: str, *, keep: str | None = None, keep_resumable: bool = False) -> list[str]:
+    """Remove the abandoned staging directories (and their lock files) in ``base``; returns what was removed.
+
+    ``keep`` (the name of the staging directory of the import about to run, which resumes it) is left; with
+    ``keep_resumable``, so is every abandoned import that kept a journal: running that import again resumes it."""
     try:
         entries = os.listdir(base)
     except OSError:
@@ -83,6 +90,8 @@ def remove_stale_staging(base: str) -> list[str]:
                 continue  # handled with its directory
             if entry.endswith(".lock"):
                 _remove_lone_lock(os.path.join(base, entry))
+            elif entry == keep or (keep_resumable and os.path.exists(os.path.join(path, RESUME_JOURNAL))):
+                continue
             elif _remove_if_abandoned(path):
                 removed.append(path)
     return removed
@@ -121,7 +130,10 @@ def remove_abandoned_copies(directory: str) -> list[str]:
 
 
 def sweep(root: str) -> list[str]:
-    """Remove what killed imports and exclusions left in every dataset's folder under ``root/data``; returns it."""
+    """Remove what killed imports and exclusions left in every dataset's folder under ``root/data``; returns it.
+
+    Imports that can resume (their staging keeps a journal of finished shards) are left for the same import to resume;
+    the next import of their dataset removes them when it is another import."""
     data = os.path.join(root, "data")
     try:
         names = os.listdir(data)
@@ -130,7 +142,7 @@ def sweep(root: str) -> list[str]:
     removed = []
     for name in names:
         base = os.path.join(data, name)
-        removed += remove_stale_staging(base)
+        removed += remove_stale_staging(base, keep_resumable=True)
         with contextlib.suppress(OSError):
             for entry in os.listdir(base):
                 if entry.startswith("excluded-"):

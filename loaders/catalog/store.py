@@ -18,6 +18,10 @@ import re
 import threading
 from typing import TYPE_CHECKING, Any, Iterable, Iterator, Mapping, Sequence
 
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
 from .. import storage
 from ..errors import (
     AmbiguousVersion,
@@ -43,6 +47,9 @@ from .version import DatasetVersion
 
 if TYPE_CHECKING:
     from tokenizers import Tokenizer
+
+    from ..engine import Engine
+    from .registration import FileScan, Progress
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 DEFAULT_ROOT = "./batchscope-data"
@@ -73,6 +80,33 @@ def _remove_torn_writes(directory: str) -> None:
                 if entry.startswith(".") and entry.endswith(".tmp"):
                     with contextlib.suppress(OSError):
                         os.unlink(os.path.join(folder, entry))
+
+
+def scanned_keys(scans: "Sequence[FileScan]") -> KeyColumn:
+    """Every row's key in record order, with its shard and row, from the key columns registration read."""
+    keys = [scan.keys for scan in scans if scan.keys is not None]
+    counts = [scan.shard.rows for scan in scans]
+    return KeyColumn(
+        pa.concat_arrays(keys) if keys else pa.array([], pa.string()),
+        pa.array(np.repeat(np.arange(len(scans), dtype=np.int32), counts), pa.int32()),
+        pa.array(np.concatenate([np.arange(n, dtype=np.int64) for n in counts]) if counts else np.empty(0, np.int64), pa.int64()),
+    )
+
+
+def sorted_keys(column: KeyColumn) -> KeyColumn:
+    """The same keys, shards and rows, in key order (what the key index is sorted by: sorting it again is cheap)."""
+    order = pc.sort_indices(column.keys)
+    return KeyColumn(column.keys.take(order), column.shards.take(order), column.rows.take(order))
+
+
+def has_repeats(ordered_keys: pa.Array) -> bool:
+    """Whether sorted keys hold one value twice (neighbours are equal).
+
+    >>> has_repeats(pa.array(["a", "b", "b"])), has_repeats(pa.array(["a", "b"]))
+    (True, False)
+    """
+    n = len(ordered_keys)
+    return n > 1 and bool(pc.any(pc.equal(ordered_keys.slice(1), ordered_keys.slice(0, n - 1))).as_py())
 
 
 def _expand(paths: Iterable[str | os.PathLike[str]], extensions: tuple[str, ...] = (".parquet",)) -> list[str]:
@@ -264,19 +298,38 @@ class CatalogStore:
         notes: Mapping[str, Any] | None = None,
         allow_duplicate_keys: bool = False,
         shard_format: str = DEFAULT_FORMAT,
+        engine: "str | Engine | None" = None,
+        progress: "Progress | None" = None,
     ) -> DatasetVersion:
         """Register Parquet files (or files of another ``shard_format``: :mod:`loaders.storage.formats`) as a version
         of ``name`` and return it.
 
-        Footers give schema and row groups; each file is streamed once to
-        checksum it. The same files give the same id and write nothing new;
-        ``tag`` (and ``latest``) move to the version. Files are never modified.
-        With ``key``, keys must be unique (RegistrationError names the first
-        duplicates) unless ``allow_duplicate_keys``: then later rows of a
-        repeated key are linked as ``key~1``, ``key~2``...
+        Footers give schema and row groups; each file is read once, in
+        parallel on ``engine`` (``"local"``, ``"ray"``; default
+        ``$BATCHSCOPE_ENGINE``, else local), to checksum it and read its key
+        column; ``progress(done, total)`` counts bytes. An interrupted
+        registration resumes without reading its finished files again. The
+        same files give the same id on every engine and write nothing new;
+        ``tag`` (and ``latest``) move to the version. Files are never
+        modified. With ``key``, keys must be unique (RegistrationError names
+        the first duplicates) unless ``allow_duplicate_keys``: then later rows
+        of a repeated key are linked as ``key~1``, ``key~2``...
         """
         if tag is not None:
             check_name("tag", tag)
+        if shard_format == DEFAULT_FORMAT:
+            return self._register_parquet(
+                name,
+                paths,
+                key=key,
+                tag=tag,
+                kinds=kinds,
+                tokenizer=tokenizer,
+                notes=notes,
+                allow_duplicate_keys=allow_duplicate_keys,
+                engine=engine,
+                progress=progress,
+            )
         prepared = self.prepare_version(
             name,
             paths,
@@ -288,6 +341,50 @@ class CatalogStore:
             shard_format=shard_format,
         )
         return self.publish_version(prepared, tag=tag)
+
+    def _register_parquet(
+        self,
+        name: str,
+        paths: Sequence[str | os.PathLike[str]],
+        *,
+        key: str | None,
+        tag: str | None,
+        kinds: Mapping[str, str] | None,
+        tokenizer: str | None,
+        notes: Mapping[str, Any] | None,
+        allow_duplicate_keys: bool,
+        engine: "str | Engine | None",
+        progress: "Progress | None",
+    ) -> DatasetVersion:
+        """Register Parquet files: each read once, in parallel on the scan engine, resuming from what it staged."""
+        from ..engine import Checkpoints, resolve_engine
+        from .registration import job_name, scan_files, staging_area
+
+        check_name("dataset", name)
+        if not storage.is_remote(self.root):
+            sweep(self.root)  # what killed imports and exclusions left, in every dataset's folder
+        files = _expand(paths)
+        if tokenizer is not None:
+            self.tokenizer_id(tokenizer)  # an unknown tokenizer is refused before anything is read
+        scan_engine = resolve_engine(engine)
+        with Checkpoints.open(staging_area(self.root, name), job_name(name, files, key)) as staged:
+            scans = scan_files(files, key=key, engine=scan_engine, checkpoints=staged, progress=progress)
+            schema = scans[0].schema  # every file's columns and types were checked against it before any data was read
+            manifest = Manifest(
+                name=name,
+                schema=schema,
+                kinds=infer_kinds(schema, kinds),
+                key=key,
+                shards=tuple(scan.shard for scan in scans),
+                tokenizer=tokenizer,
+                created=_now(),
+                notes=dict(notes or {}),
+            )
+            manifest, keys = self._scanned_keys(manifest, scans, allow_duplicate_keys=allow_duplicate_keys)
+            manifest, media = self._checked_media(manifest)
+            version = self.publish_version(PreparedVersion(manifest, keys, media), tag=tag)
+            staged.finish()
+        return version
 
     def prepare_version(
         self,
@@ -396,6 +493,22 @@ class CatalogStore:
         if manifest.key is None:
             return manifest, None
         keys = DatasetVersion(manifest, self.root).key_column(suffixed=False)
+        if not allow_duplicate_keys:
+            refuse_duplicates(keys, key=manifest.key, name=manifest.name)
+            return manifest, keys
+        keys, moved = suffix_column(keys)
+        return dataclasses.replace(manifest, key_suffixes=tuple(moved)), keys
+
+    def _scanned_keys(
+        self, manifest: Manifest, scans: "Sequence[FileScan]", *, allow_duplicate_keys: bool
+    ) -> tuple[Manifest, KeyColumn | None]:
+        """Check the key column the scan read: refuse duplicates, or (when allowed) record their ``~N`` suffixes."""
+        if manifest.key is None:
+            return manifest, None
+        keys = scanned_keys(scans)
+        in_order = sorted_keys(keys)
+        if not has_repeats(in_order.keys):
+            return manifest, in_order  # no key is held twice (the common case: one sort, which the key index reuses)
         if not allow_duplicate_keys:
             refuse_duplicates(keys, key=manifest.key, name=manifest.name)
             return manifest, keys

@@ -12,7 +12,7 @@ import hashlib
 import io
 import json
 from dataclasses import dataclass, field
-from typing import Any, Iterator
+from typing import TYPE_CHECKING, Any, Iterator
 
 import numpy as np
 import pyarrow as pa
@@ -27,6 +27,9 @@ from .model import ROW_CHANGES, Counts, Duplicates, MatchSummary, RowChange, Sch
 from .pairing import fetch_records, pair_edited
 from .rows import CODES, NAMES, PARTITION_ROWS, match_rows
 from .schema import MatchPlan, diff_schema, diff_shards
+
+if TYPE_CHECKING:
+    from ..engine import Engine
 
 #: Bumped whenever the change table or summary format changes, so stale cached diffs are ignored (2: sealed files).
 FORMAT = 2
@@ -209,6 +212,7 @@ def diff_versions(
     partition_rows: int = PARTITION_ROWS,
     workers: int | None = None,
     cache: bool = True,
+    engine: "str | Engine | None" = None,
 ) -> VersionDiff:
     """Compare two versions (usually of one dataset): schema, shards by checksum, and rows by key.
 
@@ -217,7 +221,9 @@ def diff_versions(
     ``edited``; ``edited_pairing_limit`` bounds that work (0 turns it off).
     ``partition_rows`` bounds the rows held in memory per side while
     matching. With ``cache`` the row-level match is kept under the catalog's
-    ``diffs/`` directory and reused.
+    ``diffs/`` directory and reused. The changed shards are read, and key
+    buckets matched, as tasks of ``engine`` (``"local"``, ``"ray"``; default
+    ``$BATCHSCOPE_ENGINE``, else local): every engine gives the same diff.
 
     >>> diff = diff_versions(catalog.resolve("web@v1"), catalog.resolve("web@v2"))  # doctest: +SKIP
     >>> diff.counts                                                                  # doctest: +SKIP
@@ -253,7 +259,7 @@ def diff_versions(
     if cached is not None:
         summary, changes = cached
     else:
-        summary, changes = _compute(a, b, plan, shards, similarity, edited_pairing_limit, partition_rows, workers)
+        summary, changes = _compute(a, b, plan, shards, similarity, edited_pairing_limit, partition_rows, workers, engine)
         if cache:
             _save(a, b, params, summary, changes)
     warnings.extend(_duplicate_warnings(a, b, summary.duplicates))
@@ -270,8 +276,9 @@ def _compute(
     limit: int,
     partition_rows: int,
     workers: int | None,
+    engine: "str | Engine | None",
 ) -> tuple[MatchSummary, pa.Table]:
-    match = match_rows(a, b, plan, partition_rows=partition_rows, workers=workers)
+    match = match_rows(a, b, plan, partition_rows=partition_rows, workers=workers, engine=engine)
     assert match.changes is not None
     changes, edited, notes = match.changes, 0, []
     if plan.key is None:

@@ -12,14 +12,19 @@ from __future__ import annotations
 import math
 import tempfile
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..catalog.version import DatasetVersion
+from ..engine import ordered, resolve_engine
 from .matching import pair_in_order, pair_unique
-from .scan import MatchPlan, Partitions, default_workers, scan
+from .scan import MatchPlan, Partitions, scan
+
+if TYPE_CHECKING:
+    from ..engine import Engine
 
 #: Change codes stored in the change table.
 CODES: dict[str, int] = {"added": 0, "removed": 1, "changed": 2, "edited": 3}
@@ -47,6 +52,17 @@ class Match:
     b_examples: list[str] = field(default_factory=list)
     changes: pa.Table | None = None
 
+    def merge(self, other: "Match") -> None:
+        """Add the counters of another part of the match (examples: the first ones, in the order parts are merged)."""
+        self.added += other.added
+        self.removed += other.removed
+        self.changed += other.changed
+        self.unchanged += other.unchanged
+        self.a_duplicates += other.a_duplicates
+        self.b_duplicates += other.b_duplicates
+        self.a_examples = (self.a_examples + other.a_examples)[:_EXAMPLES]
+        self.b_examples = (self.b_examples + other.b_examples)[:_EXAMPLES]
+
 
 def change_schema(key_type: pa.DataType) -> pa.Schema:
     """The change table: one row per added, removed, changed or edited row; ``columns`` index the compared columns."""
@@ -69,27 +85,79 @@ def match_rows(
     *,
     partition_rows: int = PARTITION_ROWS,
     workers: int | None = None,
+    engine: "str | Engine | None" = None,
 ) -> Match:
-    """Match the rows of ``plan.a_shards`` of ``a`` against those of ``plan.b_shards`` of ``b``."""
+    """Match the rows of ``plan.a_shards`` of ``a`` against those of ``plan.b_shards`` of ``b``, on ``engine``.
+
+    ``workers`` (threads of a local engine made for this call) is kept for callers that pinned it.
+    """
     rows = max(sum(a.shards[s].rows for s in plan.a_shards), sum(b.shards[s].rows for s in plan.b_shards))
     buckets = min(_MAX_BUCKETS, max(1, math.ceil(rows / partition_rows)))
     key_type = None if plan.key is None else pa.string() if plan.key_as_text else a.schema.field(plan.key).type
+    scan_engine = _engine(engine, workers)
     match = Match()
     tables = []
     with tempfile.TemporaryDirectory(prefix="batchscope-diff-") as spill:
         partitions = Partitions(buckets, spill, flush_rows=max(1, partition_rows // 2))
-        scanned = scan(a, b, plan, partitions, workers=workers or default_workers(), pair_rows=partition_rows // 4)
+        scanned = scan(a, b, plan, partitions, engine=scan_engine, pair_rows=partition_rows // 4)
+        partitions.flush_all()
         match.unchanged += scanned.unchanged
         for table in scanned.changed:
             match.changed += table.num_rows
             tables.append(_local_changes(table).cast(change_schema(key_type or pa.string())))
         columns = len(plan.compared) if plan.key else 0
-        for bucket in range(buckets):
-            side_a = _Side.of(partitions.load(0, bucket), columns, key_type)
-            side_b = _Side.of(partitions.load(1, bucket), columns, key_type)
-            tables.append(_match_bucket(side_a, side_b, match).cast(change_schema(key_type or pa.string())))
+        found = ordered(
+            scan_engine,
+            match_bucket,
+            _Buckets(partitions, columns, key_type),
+            labels=[f"key bucket {bucket} of {buckets} ({a.ref} against {b.ref})" for bucket in range(buckets)],
+        )
+        for bucket_match, table in found:  # in bucket order, whichever finished first
+            match.merge(bucket_match)
+            tables.append(table.cast(change_schema(key_type or pa.string())))
     match.changes = sort_changes(pa.concat_tables(tables))
     return match
+
+
+def _engine(engine: "str | Engine | None", workers: int | None) -> Engine:
+    if workers is not None and engine is None:
+        from ..engine.local import LocalEngine
+
+        return LocalEngine(threads=workers)
+    return resolve_engine(engine)
+
+
+@dataclass(frozen=True)
+class BucketTask:
+    """Match one key bucket: its fragments from both sides."""
+
+    a: list[pa.RecordBatch]
+    b: list[pa.RecordBatch]
+    columns: int
+    key_type: pa.DataType | None
+
+
+class _Buckets(Sequence[BucketTask]):
+    """The matching tasks, one per bucket, each loaded (from memory or spill files) when the engine submits it."""
+
+    def __init__(self, partitions: Partitions, columns: int, key_type: pa.DataType | None) -> None:
+        self.partitions, self.columns, self.key_type = partitions, columns, key_type
+
+    def __len__(self) -> int:
+        return self.partitions.buckets
+
+    def __getitem__(self, bucket: int) -> BucketTask:  # type: ignore[override]
+        if not 0 <= bucket < len(self):
+            raise IndexError(bucket)
+        load = self.partitions.load
+        return BucketTask(load(0, bucket), load(1, bucket), self.columns, self.key_type)
+
+
+def match_bucket(task: BucketTask) -> tuple[Match, pa.Table]:
+    """Task: match one bucket; its counters and change rows."""
+    found = Match()
+    table = _match_bucket(_Side.of(task.a, task.columns, task.key_type), _Side.of(task.b, task.columns, task.key_type), found)
+    return found, table
 
 
 def _local_changes(table: pa.Table) -> pa.Table:
@@ -151,7 +219,16 @@ class _Side:
         if key_type is not None:
             keys = pa.concat_arrays([b.column("key") for b in batches]) if batches else pa.array([], key_type)
         hashes = [col(f"h{j}", np.uint64) for j in range(columns)]
-        return cls(col("k1", np.uint64), col("k2", np.uint64), col("i", np.int64), hashes, keys)
+        side = cls(col("k1", np.uint64), col("k2", np.uint64), col("i", np.int64), hashes, keys)
+        return side.in_row_order()
+
+    def in_row_order(self) -> "_Side":
+        """The same rows ordered by row index: fragments arrive in whatever order their tasks finished."""
+        order = np.argsort(self.index, kind="stable")
+        if np.array_equal(order, np.arange(len(order))):
+            return self
+        keys = self.keys.take(pa.array(order)) if self.keys is not None else None
+        return _Side(self.k1[order], self.k2[order], self.index[order], [h[order] for h in self.hashes], keys)
 
     def __len__(self) -> int:
         return len(self.k1)

@@ -3,34 +3,38 @@
 Every row group is read through the verified read path
 (:class:`loaders.storage.shards.OpenShard`: bytes checked against the manifest, only
 the key and compared columns decoded, the process-wide row-group cache left
-alone) on a small thread pool. The i-th changed shard of A and the i-th of B
-are read together and matched locally (:mod:`.local`) when both are small
-enough to hold; the rows that leaves over, and every row of unpaired shards,
-become fragments (:mod:`.fragments`) split by key hash into partitions.
-Partitions stay in memory when one is enough and are spilled to Arrow files
-in a temporary directory otherwise, so memory is bounded by the shard pairs
-in flight, ``flush_rows`` and one partition, never by the table size.
+alone), as tasks of the scan engine (:mod:`loaders.engine`: threads here, or
+Ray tasks): one per pair of changed shards small enough to hold (the i-th
+changed shard of A and the i-th of B, matched locally by :mod:`.local`), one
+per range of row groups of the other changed shards. What a pair leaves over,
+and every row of the ranges, become fragments (:mod:`.fragments`) split by key
+hash into partitions. Partitions stay in memory when one is enough and are
+spilled to Arrow files in a temporary directory otherwise, so memory is
+bounded by the tasks in flight, ``flush_rows`` and one partition per matching
+task, never by the table size. Results are the same whatever order tasks
+finish in: partitions are put in row order before they are matched.
 """
 
 from __future__ import annotations
 
-import itertools
 import os
-from collections import deque
-from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Callable, Iterable, Iterator, Sequence
+from typing import Sequence
 
 import numpy as np
 import pyarrow as pa
 
 from ..catalog.version import DatasetVersion
-from ..storage.shards import OpenShard
+from ..engine import Engine
+from ..storage.shards import OpenShard, ShardInfo
 from .fragments import Pieces, fragment, partition
 from .local import Outcome, match_pair
 from .schema import MatchPlan
 
-__all__ = ["MatchPlan", "Partitions", "ScanResult", "default_workers", "scan"]
+__all__ = ["MatchPlan", "Partitions", "ScanResult", "scan"]
+
+#: Rows of row groups one task of an unpaired shard reads (at least one row group).
+RANGE_ROWS = 262_144
 
 
 @dataclass
@@ -41,17 +45,66 @@ class ScanResult:
     unchanged: int = 0
 
 
-def default_workers() -> int:
-    """Threads used to read and hash row groups: the usable cores, at most 8."""
-    try:
-        cores = len(os.sched_getaffinity(0))
-    except AttributeError:  # not Linux
-        cores = os.cpu_count() or 1
-    return max(1, min(8, cores))
+@dataclass(frozen=True)
+class PairTask:
+    """Read a changed shard of A and one of B whole and match them locally."""
+
+    a: ShardInfo
+    a_where: str
+    first_a: int
+    b: ShardInfo
+    b_where: str
+    first_b: int
+    columns: tuple[str, ...]
+    plan: MatchPlan
+    buckets: int
 
 
-def scan(a: DatasetVersion, b: DatasetVersion, plan: MatchPlan, partitions: "Partitions", *, workers: int, pair_rows: int) -> ScanResult:
-    """Read every changed shard once; match shard pairs of at most ``pair_rows`` rows each locally."""
+@dataclass(frozen=True)
+class RangeTask:
+    """Turn the rows of row groups ``[first_group, last_group)`` of one changed shard into partitioned fragments."""
+
+    shard: ShardInfo
+    where: str
+    side: int
+    first_group: int
+    last_group: int
+    first_row: int
+    columns: tuple[str, ...]
+    plan: MatchPlan
+    buckets: int
+
+
+def run_pair(task: PairTask) -> Outcome:
+    """Task: both shards read whole (verified), matched locally."""
+    left = _read_shard(task.a, task.a_where, list(task.columns))
+    right = _read_shard(task.b, task.b_where, list(task.columns))
+    return match_pair(left, right, task.first_a, task.first_b, task.plan, task.buckets)
+
+
+def run_range(task: RangeTask) -> Outcome:
+    """Task: every row of a range of row groups becomes a fragment, split by partition."""
+    opened = OpenShard(task.shard, where=task.where, cache=False)
+    pieces: Pieces = []
+    first = task.first_row
+    for group in range(task.first_group, task.last_group):
+        rows = task.shard.row_groups[group]
+        table = opened.read_row_group(group, columns=list(task.columns))
+        pieces += partition(task.side, fragment(table, np.arange(first, first + rows, dtype=np.int64), task.side, task.plan), task.buckets)
+        first += rows
+    return Outcome(pieces)
+
+
+def _read_shard(shard: ShardInfo, where: str, columns: list[str]) -> pa.Table:
+    opened = OpenShard(shard, where=where, cache=False)
+    groups = [opened.read_row_group(group, columns=columns) for group in range(len(shard.row_groups))]
+    if groups:
+        return pa.concat_tables(groups)
+    return pa.schema([opened.metadata.schema.to_arrow_schema().field(c) for c in columns]).empty_table()
+
+
+def scan(a: DatasetVersion, b: DatasetVersion, plan: MatchPlan, partitions: "Partitions", *, engine: Engine, pair_rows: int) -> ScanResult:
+    """Read every changed shard once on ``engine``; match shard pairs of at most ``pair_rows`` rows each locally."""
     pairs = [
         (sa, sb)
         for sa, sb in zip(plan.a_shards, plan.b_shards)
@@ -59,77 +112,49 @@ def scan(a: DatasetVersion, b: DatasetVersion, plan: MatchPlan, partitions: "Par
         and (plan.key is not None or (bool(plan.compared) and a.shards[sa].rows == b.shards[sb].rows))
     ]
     paired_a, paired_b = {sa for sa, _ in pairs}, {sb for _, sb in pairs}
-    tasks = itertools.chain(
-        _pair_tasks(a, b, pairs, plan, partitions.buckets),
-        _side_tasks(a, 0, [s for s in plan.a_shards if s not in paired_a], plan, partitions.buckets),
-        _side_tasks(b, 1, [s for s in plan.b_shards if s not in paired_b], plan, partitions.buckets),
-    )
+    columns = tuple(dict.fromkeys(([plan.key] if plan.key else []) + list(plan.compared)))
+    tasks: list[PairTask | RangeTask] = [
+        PairTask(
+            a.shards[sa], a.where(sa), a.index_of(sa, 0), b.shards[sb], b.where(sb), b.index_of(sb, 0), columns, plan, partitions.buckets
+        )
+        for sa, sb in pairs
+    ]
+    labels = [f"{a.where(sa)} and {b.where(sb)}" for sa, sb in pairs]
+    for side, version, shards in ((0, a, plan.a_shards), (1, b, plan.b_shards)):
+        unpaired = [s for s in shards if s not in (paired_a if side == 0 else paired_b)]
+        for task in _range_tasks(version, side, unpaired, columns, plan, partitions.buckets):
+            tasks.append(task)
+            labels.append(task.where)
     result = ScanResult()
-    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="batchscope-diff") as pool:
-        for done in _bounded_map(pool, tasks, window=workers + 1):
-            partitions.add(done.pieces)
-            result.unchanged += done.unchanged
-            if done.changed is not None and done.changed.num_rows:
-                result.changed.append(done.changed)
+    for _, done in engine.run(_run_task, tasks, labels=labels, work="cpu"):
+        partitions.add(done.pieces)
+        result.unchanged += done.unchanged
+        if done.changed is not None and done.changed.num_rows:
+            result.changed.append(done.changed)
     return result
 
 
-_Task = Callable[[], Outcome]
+def _run_task(task: PairTask | RangeTask) -> Outcome:
+    """Task: a shard pair or a range of row groups."""
+    return run_pair(task) if isinstance(task, PairTask) else run_range(task)
 
 
-def _columns(plan: MatchPlan) -> list[str]:
-    return list(dict.fromkeys(([plan.key] if plan.key else []) + list(plan.compared)))
-
-
-def _side_tasks(version: DatasetVersion, side: int, shards: Sequence[int], plan: MatchPlan, buckets: int) -> Iterator[_Task]:
-    """One task per row group of unpaired shards: every row becomes a fragment."""
-    columns = _columns(plan)
+def _range_tasks(
+    version: DatasetVersion, side: int, shards: Sequence[int], columns: tuple[str, ...], plan: MatchPlan, buckets: int
+) -> list[RangeTask]:
+    """Ranges of about ``RANGE_ROWS`` rows of row groups of each unpaired shard."""
+    out = []
     for shard in shards:
         info = version.shards[shard]
-        opened = OpenShard(info, where=version.where(shard))
-        first = version.index_of(shard, 0)
-        for group, rows in enumerate(info.row_groups):
-
-            def task(opened: OpenShard = opened, group: int = group, first: int = first, rows: int = rows) -> Outcome:
-                table = opened.read_row_group(group, columns=columns)
-                return Outcome(partition(side, fragment(table, np.arange(first, first + rows, dtype=np.int64), side, plan), buckets))
-
-            yield task
-            first += rows
-
-
-def _pair_tasks(a: DatasetVersion, b: DatasetVersion, pairs: Sequence[tuple[int, int]], plan: MatchPlan, buckets: int) -> Iterator[_Task]:
-    """One task per shard pair: both shards read whole, matched locally."""
-    columns = _columns(plan)
-    for sa, sb in pairs:
-
-        def task(sa: int = sa, sb: int = sb) -> Outcome:
-            left = _read_shard(a, sa, columns)
-            right = _read_shard(b, sb, columns)
-            return match_pair(left, right, a.index_of(sa, 0), b.index_of(sb, 0), plan, buckets)
-
-        yield task
-
-
-def _read_shard(version: DatasetVersion, shard: int, columns: list[str]) -> pa.Table:
-    opened = OpenShard(version.shards[shard], where=version.where(shard))
-    groups = [opened.read_row_group(group, columns=columns) for group in range(len(version.shards[shard].row_groups))]
-    return pa.concat_tables(groups) if groups else pa.schema([version.schema.field(c) for c in columns]).empty_table()
-
-
-def _bounded_map(pool: ThreadPoolExecutor, tasks: Iterable[_Task], *, window: int) -> Iterator[Outcome]:
-    """Run tasks on the pool with at most ``window`` in flight, yielding results in task order."""
-    pending: deque[Future[Outcome]] = deque()
-    try:
-        for task in tasks:
-            pending.append(pool.submit(task))
-            if len(pending) >= window:
-                yield pending.popleft().result()
-        while pending:
-            yield pending.popleft().result()
-    finally:
-        for future in pending:
-            future.cancel()
+        first_row = version.index_of(shard, 0)
+        start, rows = 0, 0
+        for group, count in enumerate(info.row_groups):
+            rows += count
+            if rows >= RANGE_ROWS or group == len(info.row_groups) - 1:
+                out.append(RangeTask(info, version.where(shard), side, start, group + 1, first_row, columns, plan, buckets))
+                first_row += rows
+                start, rows = group + 1, 0
+    return out
 
 
 class Partitions:
@@ -162,11 +187,15 @@ class Partitions:
         self.pieces = {}
         self.buffered = 0
 
+    def flush_all(self) -> None:
+        """With several partitions, spill what is still buffered, so each partition is read from disk when matched."""
+        if self.buckets > 1 and self.pieces:
+            self.flush()
+
     def load(self, side: int, bucket: int) -> list[pa.RecordBatch]:
-        """Every fragment of one side's partition (and forget them)."""
+        """Every fragment of one side's partition (the spill directory is removed with everything in it at the end)."""
         batches: list[pa.RecordBatch] = []
-        for path in self.files.pop((side, bucket), []):
+        for path in self.files.get((side, bucket), []):
             with pa.OSFile(path, "rb") as source:
                 batches += pa.ipc.open_file(source).read_all().to_batches()
-            os.remove(path)
-        return batches + self.pieces.pop((side, bucket), [])
+        return batches + self.pieces.get((side, bucket), [])

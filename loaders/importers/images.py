@@ -5,7 +5,7 @@ from __future__ import annotations
 import io
 import json
 import os
-from typing import Iterator, Mapping
+from typing import TYPE_CHECKING, Iterator, Mapping
 
 import pyarrow as pa
 
@@ -13,6 +13,9 @@ from ..catalog.store import CatalogStore
 from ..catalog.version import DatasetVersion
 from ..errors import RegistrationError
 from .writer import Progress, staged_import
+
+if TYPE_CHECKING:
+    from ..engine import Engine
 
 #: File suffixes taken as images; every other file is skipped.
 IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".webp", ".gif", ".bmp", ".tif", ".tiff")
@@ -54,10 +57,12 @@ def check_image(data: bytes, where: str) -> None:
         raise RegistrationError(f"{where}: not a readable image ({exc})") from exc
 
 
-def _batches(root: str, files: list[str], verify: bool, progress: Progress | None) -> Iterator[pa.Table]:
+def _batches(root: str, files: list[str], verify: bool, progress: Progress | None, *, done: int = 0, total: int = 0) -> Iterator[pa.Table]:
+    """Tables of ``files``' rows; progress counts ``done`` images before them, of ``total`` (default: ``files``)."""
     rows: dict[str, list[object]] = {"id": [], "image": [], "label": []}
     size = 0
-    for done, relative in enumerate(files, start=1):
+    total = total or len(files)
+    for count, relative in enumerate(files, start=1):
         path = os.path.join(root, relative)
         try:
             with open(path, "rb") as handle:
@@ -71,11 +76,11 @@ def _batches(root: str, files: list[str], verify: bool, progress: Progress | Non
         rows["image"].append({"bytes": data, "path": relative})
         rows["label"].append(folder.split("/", 1)[0] if folder else None)
         size += len(data)
-        if len(rows["id"]) == _BATCH or size >= _BATCH_BYTES or done == len(files):
+        if len(rows["id"]) == _BATCH or size >= _BATCH_BYTES or count == len(files):
             yield pa.table(rows, schema=SCHEMA)
             rows, size = {"id": [], "image": [], "label": []}, 0
             if progress is not None:
-                progress(done, len(files))
+                progress(done + count, total)
 
 
 def import_images(
@@ -90,6 +95,7 @@ def import_images(
     verify: bool = True,
     kinds: Mapping[str, str] | None = None,
     progress: Progress | None = None,
+    engine: "str | Engine | None" = None,
 ) -> DatasetVersion:
     """Import the images below ``source`` as a new version of ``name``.
 
@@ -108,8 +114,11 @@ def import_images(
     files = image_files(root)
     if not files:
         raise RegistrationError(f"{root}: no image files found (looked for {', '.join(IMAGE_SUFFIXES)})")
-    with staged_import(catalog, name, "images") as staging:
+    shape = {"key": key, "rows_per_shard": rows_per_shard, "row_group_size": row_group_size, "verify": verify}
+    with staged_import(catalog, name, "images", engine=engine, inputs=[os.path.join(root, f) for f in files], options=shape) as staging:
         writer = staging.writer(SCHEMA, rows_per_shard=rows_per_shard, row_group_size=row_group_size, key=key)
-        for table in _batches(root, files, verify, progress):
-            writer.write(table, where=[os.path.join(root, f) for f in table.column("id").to_pylist()])
+        first = staging.resume.position.row if staging.resume is not None else 0  # images already in finished shards
+        for table in _batches(root, files[first:], verify, progress, done=first, total=len(files)):
+            writer.write(table, where=[os.path.join(root, f) for f in table.column("id").to_pylist()], at=(0, first))
+            first += len(table)
         return staging.publish(source=root, key=key, tag=tag, kinds=kinds)

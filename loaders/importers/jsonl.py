@@ -11,6 +11,7 @@ an error naming the file, line and column, unless it is listed in
 
 from __future__ import annotations
 
+import base64
 import bz2
 import contextlib
 import gzip
@@ -18,14 +19,18 @@ import io
 import json
 import lzma
 import os
-from typing import IO, Any, Callable, Iterator, Mapping, Sequence
+from typing import IO, TYPE_CHECKING, Any, Callable, Iterator, Mapping, Sequence
 
 import pyarrow as pa
 
 from ..catalog.store import CatalogStore
 from ..catalog.version import DatasetVersion
 from ..errors import RegistrationError
+from .resume import Position
 from .writer import CountingReader, Progress, input_files, staged_import
+
+if TYPE_CHECKING:
+    from ..engine import Engine
 
 SUFFIXES = (".jsonl", ".ndjson", ".jsonl.gz", ".ndjson.gz", ".jsonl.bz2", ".jsonl.xz", ".jsonl.zst", ".jsonl.zstd")
 _BATCH = 1000
@@ -72,32 +77,44 @@ def _lines(path: str, on_bytes: Callable[[int], None]) -> Iterator[tuple[int, di
         on_bytes(raw.count)
 
 
-Batch = tuple[str, list[int], list[dict[str, Any]]]
+#: ``(file index, its first record's index in the file, path, [line numbers], [objects])``.
+Batch = tuple[int, int, str, list[int], list[dict[str, Any]]]
 
 
-def _batches(files: list[str], json_columns: frozenset[str], progress: Progress | None, offset: int, total: int) -> Iterator[Batch]:
-    """Batches of ``(path, [line numbers], [objects])``, JSON columns already turned into text."""
+def _batches(
+    files: list[str], json_columns: frozenset[str], progress: Progress | None, offset: int, total: int, start: Position = Position()
+) -> Iterator[Batch]:
+    """Batches of records, JSON columns already turned into text; from record ``start.row`` of file ``start.file`` on
+    (earlier files are not opened)."""
     done = 0
 
-    for path in files:
+    for index, path in enumerate(files):
+        if index < start.file:
+            done += os.path.getsize(path)
+            continue
 
         def tick(count: int, base: int = done) -> None:
             if progress is not None:
                 progress(offset + base + count, total)
 
+        skip = start.row if index == start.file else 0
+        record = 0
         numbers: list[int] = []
         rows: list[dict[str, Any]] = []
         for number, value in _lines(path, tick):
+            record += 1
+            if record <= skip:
+                continue
             for column in json_columns & value.keys():
                 if value[column] is not None:
                     value[column] = json.dumps(value[column], ensure_ascii=False, sort_keys=True)
             numbers.append(number)
             rows.append(value)
             if len(rows) == _BATCH:
-                yield path, numbers, rows
+                yield index, record - len(rows), path, numbers, rows
                 numbers, rows = [], []
         if rows:
-            yield path, numbers, rows
+            yield index, record - len(rows), path, numbers, rows
         done += os.path.getsize(path)
 
 
@@ -184,6 +201,23 @@ def _check_storable(schema: pa.Schema, files: list[str]) -> None:
             )
 
 
+def _schema(files: list[str], wanted: frozenset[str], progress: Progress | None, total: int) -> pa.Schema:
+    """The first pass: one Arrow schema for every line of every file (``wanted`` columns as JSON text)."""
+    schema: pa.Schema | None = None
+    for _, _, path, numbers, rows in _batches(files, wanted, progress, 0, total):
+        schema = _batch_schema(path, numbers, rows, schema)
+    if schema is None:
+        raise RegistrationError(f"no JSON records found in {', '.join(files)}")
+    missing = sorted(wanted - set(schema.names))
+    if missing:
+        raise RegistrationError(
+            f"json_columns names {', '.join(map(repr, missing))}, not found in {files[0]} (columns: {', '.join(schema.names)})"
+        )
+    schema = pa.schema([pa.field(f.name, pa.string()) if f.name in wanted else f for f in schema])
+    _check_storable(schema, files)
+    return schema
+
+
 def import_jsonl(
     catalog: CatalogStore,
     name: str,
@@ -196,6 +230,7 @@ def import_jsonl(
     json_columns: Sequence[str] = (),
     kinds: Mapping[str, str] | None = None,
     progress: Progress | None = None,
+    engine: "str | Engine | None" = None,
 ) -> DatasetVersion:
     """Import JSON Lines files (or directories of them) as a new version of ``name``.
 
@@ -209,22 +244,18 @@ def import_jsonl(
     files = input_files(source, suffixes=SUFFIXES, what="JSON Lines")
     total = 2 * sum(os.path.getsize(f) for f in files)
     wanted = frozenset(json_columns)
-    with staged_import(catalog, name, "jsonl") as staging:
-        schema: pa.Schema | None = None
-        for path, numbers, rows in _batches(files, wanted, progress, 0, total):
-            schema = _batch_schema(path, numbers, rows, schema)
-        if schema is None:
-            raise RegistrationError(f"no JSON records found in {', '.join(files)}")
-        missing = sorted(wanted - set(schema.names))
-        if missing:
-            raise RegistrationError(
-                f"json_columns names {', '.join(map(repr, missing))}, not found in {files[0]} (columns: {', '.join(schema.names)})"
-            )
-        schema = pa.schema([pa.field(f.name, pa.string()) if f.name in wanted else f for f in schema])
-        _check_storable(schema, files)
-        writer = staging.writer(schema, rows_per_shard=rows_per_shard, row_group_size=row_group_size, key=key)
-        for path, numbers, rows in _batches(files, wanted, progress, total // 2, total):
-            writer.write(_convert(path, numbers, rows, schema), where=[f"{path}:{n}" for n in numbers])
+    shape = {"key": key, "rows_per_shard": rows_per_shard, "row_group_size": row_group_size, "json_columns": sorted(wanted)}
+    with staged_import(catalog, name, "jsonl", engine=engine, inputs=files, options=shape) as staging:
+        resumed = staging.resume
+        if resumed is not None and "schema" in resumed.state:  # interrupted after its first shard: the schema is known
+            schema = pa.ipc.read_schema(pa.py_buffer(base64.b64decode(resumed.state["schema"])))
+        else:
+            schema = _schema(files, wanted, progress, total)
+        state = {"schema": base64.b64encode(schema.serialize().to_pybytes()).decode()}
+        writer = staging.writer(schema, rows_per_shard=rows_per_shard, row_group_size=row_group_size, key=key, state=state)
+        start = resumed.position if resumed is not None else Position()
+        for index, first, path, numbers, rows in _batches(files, wanted, progress, total // 2, total, start):
+            writer.write(_convert(path, numbers, rows, schema), where=[f"{path}:{n}" for n in numbers], at=(index, first))
         column_kinds = {column: "json" for column in wanted}
         column_kinds.update(kinds or {})
         return staging.publish(source=", ".join(files), key=key, tag=tag, kinds=column_kinds or None)

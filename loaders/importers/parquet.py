@@ -12,17 +12,21 @@ from __future__ import annotations
 import os
 import re
 import urllib.parse
-from typing import Mapping, Sequence
+from typing import TYPE_CHECKING, Mapping, Sequence
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ..catalog.store import CatalogStore
 from ..catalog.version import DatasetVersion
+from ..engine import ordered, resolve_engine
 from ..errors import RegistrationError
-from ..storage.shards import scan_shard
+from ..storage.shard_scan import scan_shard
 from .hf_layout import shard_split
 from .writer import MAX_ROW_GROUP_ROWS, Progress, input_files, write_files
+
+if TYPE_CHECKING:
+    from ..engine import Engine
 
 SUFFIXES = (".parquet", ".parq", ".pq")
 _INDEX_COLUMN = re.compile(r"^__index_level_\d+__$")
@@ -117,6 +121,7 @@ def import_parquet(
     progress: Progress | None = None,
     copy_media: bool = False,
     media_root: str | None = None,
+    engine: "str | Engine | None" = None,
 ) -> DatasetVersion:
     """Rewrite Parquet files or folders written by other tools as a new version of ``name``.
 
@@ -135,13 +140,8 @@ def import_parquet(
     files = [f for f in input_files(source, suffixes=SUFFIXES, what="Parquet") if not f.endswith(".crc")]
     partitions = {path: _partitions(path, roots) for path in files}
     schema = _unified_schema(files, partitions)
-    total = 0
-    for path in files:
-        scan_shard(path)  # footer and pages checked before any row is decoded (a lying footer is refused by name)
-        try:
-            total += pq.ParquetFile(path).metadata.num_rows
-        except (pa.ArrowException, OSError) as exc:
-            raise RegistrationError(f"{path}: not a readable Parquet file ({exc})") from exc
+    # Footers and pages checked before any row is decoded (a lying footer is refused by name), every file at once.
+    total = sum(ordered(resolve_engine(engine), checked_rows, files, labels=files))
     refuse_merged_splits(files, roots)
     read = lambda path: (  # noqa: E731
         _conform(pa.Table.from_batches([batch]), schema, partitions[path])
@@ -150,8 +150,14 @@ def import_parquet(
     return write_files(
         catalog, name, files, fmt="parquet", schema=schema, read=read, total=total, source=", ".join(files),
         tag=tag, key=key, rows_per_shard=rows_per_shard, row_group_size=row_group_size, kinds=kinds,
-        progress=progress, copy_media=copy_media, media_root=media_root or (roots[0] if len(roots) == 1 else None),
+        progress=progress, copy_media=copy_media, media_root=media_root or (roots[0] if len(roots) == 1 else None), engine=engine,
     )  # fmt: skip
+
+
+def checked_rows(path: str) -> int:
+    """Task: check one input's footer and page headers (as registration does); its row count."""
+    shard, _ = scan_shard(path)
+    return shard.rows
 
 
 def refuse_merged_splits(files: list[str], roots: list[str]) -> None:

@@ -8,17 +8,22 @@ text, JSON text, integer class, image, video or audio struct, else raw bytes.
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import tarfile
-from typing import Any, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Iterator, Mapping, Sequence
 
 import pyarrow as pa
 
 from ..catalog.store import CatalogStore
 from ..catalog.version import DatasetVersion
 from ..errors import RegistrationError
+from .resume import Position
 from .writer import CountingReader, Progress, input_files, staged_import
+
+if TYPE_CHECKING:
+    from ..engine import Engine
 
 SUFFIXES = (".tar", ".tar.gz", ".tgz")
 MEDIA = pa.struct([("bytes", pa.binary()), ("path", pa.string())])
@@ -161,6 +166,7 @@ def import_webdataset(
     row_group_size: int | None = None,
     kinds: Mapping[str, str] | None = None,
     progress: Progress | None = None,
+    engine: "str | Engine | None" = None,
 ) -> DatasetVersion:
     """Import WebDataset tar shards (or directories of them) as a new version of ``name``.
 
@@ -174,26 +180,45 @@ def import_webdataset(
     ['id', 'cls', 'jpg', 'json', 'txt']
     """
     files = input_files(source, suffixes=SUFFIXES, what="WebDataset tar")
-    schema, by_extension, column_kinds = _schema(files)
     total = sum(os.path.getsize(f) for f in files)
-    with staged_import(catalog, name, "webdataset") as staging:
-        writer = staging.writer(schema, rows_per_shard=rows_per_shard, row_group_size=row_group_size, key=key)
-        done = 0
-        for path in files:
+    shape = {"key": key, "rows_per_shard": rows_per_shard, "row_group_size": row_group_size}
+    with staged_import(catalog, name, "webdataset", engine=engine, inputs=files, options=shape) as staging:
+        resumed = staging.resume
+        if resumed is not None and "schema" in resumed.state:  # interrupted after its first shard: the columns are known
+            schema = pa.ipc.read_schema(pa.py_buffer(base64.b64decode(resumed.state["schema"])))
+            by_extension, column_kinds = resumed.state["by_extension"], resumed.state["kinds"]
+        else:
+            schema, by_extension, column_kinds = _schema(files)
+        state = {
+            "schema": base64.b64encode(schema.serialize().to_pybytes()).decode(),
+            "by_extension": by_extension,
+            "kinds": column_kinds,
+        }
+        writer = staging.writer(schema, rows_per_shard=rows_per_shard, row_group_size=row_group_size, key=key, state=state)
+        start = resumed.position if resumed is not None else Position()
+        done = sum(os.path.getsize(f) for f in files[: start.file])
+        for index, path in enumerate(files):
+            if index < start.file:
+                continue  # written before the import was interrupted: not read again
             with CountingReader(path) as raw:
                 rows: list[dict[str, Any]] = []
                 places: list[str] = []
-                start = raw.count
+                begin = raw.count
+                sample = 0
+                first = start.row if index == start.file else 0
                 for row, where in _samples(path, by_extension, raw):
+                    sample += 1
+                    if sample <= first:
+                        continue  # (the samples of this tar already in finished shards)
                     rows.append(row)
                     places.append(where)
-                    if len(rows) == _BATCH or raw.count - start >= _BATCH_BYTES:
-                        writer.write(pa.Table.from_pylist(rows, schema=schema), where=places)
-                        rows, places, start = [], [], raw.count
+                    if len(rows) == _BATCH or raw.count - begin >= _BATCH_BYTES:
+                        writer.write(pa.Table.from_pylist(rows, schema=schema), where=places, at=(index, sample - len(rows)))
+                        rows, places, begin = [], [], raw.count
                         if progress is not None:
                             progress(done + raw.count, total)
                 if rows:
-                    writer.write(pa.Table.from_pylist(rows, schema=schema), where=places)
+                    writer.write(pa.Table.from_pylist(rows, schema=schema), where=places, at=(index, sample - len(rows)))
             done += os.path.getsize(path)
             if progress is not None:
                 progress(done, total)

@@ -14,16 +14,20 @@ import hashlib
 import os
 import shutil
 import uuid
-from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence, TypedDict, Unpack
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Mapping, Sequence, TypedDict, Unpack
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from .. import storage
-from ..catalog.leftovers import STAGING_PREFIX, claim, sweep
+from ..catalog.leftovers import STAGING_PREFIX, claim, remove_stale_staging, sweep
 from ..catalog.store import CatalogStore, check_name
 from ..catalog.version import DatasetVersion
 from ..errors import BatchscopeError, RegistrationError
+from .resume import JOURNAL, Journal, Position, job_name, journaled_keys, keep_only, read_journal, shard_entry, write_journal
+
+if TYPE_CHECKING:
+    from ..engine import Engine
 
 #: ``progress(done, total)``: called as an import advances; ``total`` is None while unknown.
 Progress = Callable[[int, "int | None"], None]
@@ -41,6 +45,8 @@ class ImportOptions(TypedDict, total=False):
     #: Field kind overrides, column → kind.
     kinds: Mapping[str, str] | None
     progress: Progress | None
+    #: Where the registration scan runs: ``"local"``, ``"ray"`` or an engine (default ``$BATCHSCOPE_ENGINE``, else local).
+    engine: "str | Engine | None"
 
 
 #: Row-group size limits: at most this many rows...
@@ -90,16 +96,32 @@ class ShardWriter:
         self._pending_bytes = 0
         self._writer: pq.ParquetWriter | None = None
         self._shard_rows = 0
+        #: ``(first row, input file, its row)`` of the rows given since the last finished shard (resumable imports).
+        self._marks: list[tuple[int, int, int]] = []
+        #: Called with each finished shard's path, its rows, and the input position after them.
+        self.on_shard: Callable[[str, int, Position], None] | None = None
 
-    def write(self, batch: pa.Table | pa.RecordBatch, *, where: str | Sequence[str] = "") -> None:
+    def restore(self, journal: Journal, directory: str) -> None:
+        """Continue after the shards a resumed import's journal lists (sizes, row counts and keys as they were)."""
+        self.paths = [os.path.join(directory, entry["name"]) for entry in journal.shards]
+        self.rows = journal.rows
+        self.row_group_size = self.row_group_size or journal.row_group_size
+        self.rows_per_shard = self.rows_per_shard or journal.rows_per_shard
+        if self.key is not None:
+            self._keys = journaled_keys(directory, journal, self.key)
+
+    def write(self, batch: pa.Table | pa.RecordBatch, *, where: str | Sequence[str] = "", at: tuple[int, int] | None = None) -> None:
         """Append rows (already in ``schema``).
 
         ``where`` names their source in error messages: one text for the
-        batch, or one per row (``file:line``, a tar member...).
+        batch, or one per row (``file:line``, a tar member...). ``at`` is
+        ``(input file, row of it)`` of the first row, for imports that resume.
         """
         table = batch if isinstance(batch, pa.Table) else pa.Table.from_batches([batch])
         if len(table) == 0:
             return
+        if at is not None:
+            self._marks.append((self.rows + self._pending_rows, *at))
         if not table.schema.equals(self.schema, check_metadata=False):
             table = table.cast(self.schema)
         if self.key is not None:
@@ -164,7 +186,16 @@ class ShardWriter:
         if self._shard_rows >= self.rows_per_shard:
             self._writer.close()
             self._writer = None
+            if self.on_shard is not None and self._marks:
+                self.on_shard(self.paths[-1], self._shard_rows, self._position())
             self._shard_rows = 0
+
+    def _position(self) -> Position:
+        """The input position right after the rows written so far (from the marks ``write`` was given)."""
+        while len(self._marks) > 1 and self._marks[1][0] <= self.rows:
+            self._marks.pop(0)
+        first, file, row = self._marks[0]
+        return Position(file, row + self.rows - first)
 
     def close(self) -> list[str]:
         """Write what is buffered, close the last shard and return every shard path."""
@@ -193,17 +224,25 @@ def _content_digest(paths: list[str]) -> str:
 
 
 class Staging:
-    """The staging area of one import: make ``writer(schema)`` then ``publish(...)``."""
+    """The staging area of one import: make ``writer(schema)`` then ``publish(...)``.
 
-    def __init__(self, catalog: CatalogStore, name: str, fmt: str) -> None:
+    With ``job`` (:func:`loaders.importers.resume.job_name` of its inputs and options) the folder is named after it,
+    so the same import run again finds what a killed one finished (``resume``: its journal, or None).
+    """
+
+    def __init__(self, catalog: CatalogStore, name: str, fmt: str, *, engine: "str | Engine | None" = None, job: str | None = None) -> None:
         self.catalog = catalog
         self.name = name
         self.fmt = fmt
+        self.engine = engine
         self.base = catalog.data_dir(name)
-        self.directory = os.path.join(self.base, f"{STAGING_PREFIX}{fmt}-{uuid.uuid4().hex[:12]}")
+        self.directory = os.path.join(self.base, f"{STAGING_PREFIX}{fmt}-{job or uuid.uuid4().hex[:12]}")
+        self.resumable = job is not None
+        self.resume: Journal | None = None
         self.shards: ShardWriter | None = None
         self.published: str | None = None
         self._owner: int | None = None
+        self._journal = Journal()
 
     def claim(self) -> None:
         """Hold the lock that marks the staging directory as in use (the kernel releases it if this process dies)."""
@@ -218,11 +257,41 @@ class Staging:
             os.close(self._owner)
             self._owner = None
 
-    def writer(self, schema: pa.Schema, *, rows_per_shard: int | None, row_group_size: int | None, key: str | None) -> ShardWriter:
-        """The shard writer of this import (one per import)."""
+    def writer(
+        self,
+        schema: pa.Schema,
+        *,
+        rows_per_shard: int | None,
+        row_group_size: int | None,
+        key: str | None,
+        state: dict[str, Any] | None = None,
+    ) -> ShardWriter:
+        """The shard writer of this import (one per import), after the shards a resumed import finished.
+
+        ``state`` is what the importer needs to resume (kept in the journal; a resumed import reads ``resume.state``).
+        """
         os.makedirs(self.directory, exist_ok=True)
         self.shards = ShardWriter(self.directory, schema, rows_per_shard=rows_per_shard, row_group_size=row_group_size, key=key)
+        if self.resume is not None:
+            self.shards.restore(self.resume, self.directory)
+            self._journal = self.resume
+        if self.resumable:
+            self._journal.state = dict(state or self._journal.state)
+            self.shards.on_shard = self._finished_shard
         return self.shards
+
+    def _finished_shard(self, path: str, rows: int, position: Position) -> None:
+        """Journal a finished shard (a full disk only costs the resumption)."""
+        assert self.shards is not None
+        journal = self._journal
+        try:
+            journal.shards.append(shard_entry(path, rows))
+            journal.rows = self.shards.rows
+            journal.row_group_size, journal.rows_per_shard = self.shards.row_group_size, self.shards.rows_per_shard
+            journal.position = position
+            write_journal(self.directory, journal)
+        except OSError:
+            pass
 
     def publish(
         self,
@@ -237,6 +306,8 @@ class Staging:
         if self.shards is None:
             raise RegistrationError(f"no rows found in {source}")
         paths = self.shards.close()
+        with contextlib.suppress(OSError):
+            os.unlink(os.path.join(self.directory, JOURNAL))
         if not paths or self.shards.rows == 0:
             raise RegistrationError(f"no rows found in {source}")
         final = os.path.join(self.base, f"{self.fmt}-{_content_digest(paths)}")
@@ -247,29 +318,55 @@ class Staging:
             self.published = final
         shard_paths = [os.path.join(final, os.path.basename(p)) for p in paths]
         version = self.catalog.register(
-            self.name, shard_paths, key=key, tag=tag, kinds=kinds, notes={"imported_from": source, **dict(notes or {})}
+            self.name,
+            shard_paths,
+            key=key,
+            tag=tag,
+            kinds=kinds,
+            notes={"imported_from": source, **dict(notes or {})},
+            engine=self.engine,
         )
         self.published = None
         return version
 
 
 @contextlib.contextmanager
-def staged_import(catalog: CatalogStore, name: str, fmt: str) -> Iterator[Staging]:
+def staged_import(
+    catalog: CatalogStore,
+    name: str,
+    fmt: str,
+    *,
+    engine: "str | Engine | None" = None,
+    inputs: Sequence[str] | None = None,
+    options: Mapping[str, Any] | None = None,
+) -> Iterator[Staging]:
     """Stage an import of ``name``; on any error remove what it wrote, leaving the catalog unchanged.
 
-    Importers write local files: a catalog on an object store is refused.
+    Importers write local files: a catalog on an object store is refused. ``engine`` runs the registration's scan.
+    With ``inputs`` (and the ``options`` that shape the shards) the import is resumable: run again after it was
+    killed or interrupted (Ctrl-C), it continues after the shards it finished (``staging.resume``).
     """
     check_name("dataset", name)
     if storage.is_remote(catalog.root):
         raise RegistrationError(f"importers write to local catalogs only; {catalog.root} is remote (import locally, then copy)")
-    sweep(catalog.root)  # what killed imports and exclusions left, in every dataset's folder
-    staging = Staging(catalog, name, fmt)
+    job = job_name(fmt, name, inputs, options or {}) if inputs is not None else None
+    staging = Staging(catalog, name, fmt, engine=engine, job=job)
+    # another import of this dataset killed before supersedes nothing of this one: removed (this one's own kept to
+    # resume); then what killed imports and exclusions left everywhere else
+    remove_stale_staging(catalog.data_dir(name), keep=os.path.basename(staging.directory))
+    sweep(catalog.root)
     try:
         staging.claim()
+        if staging.resumable:
+            staging.resume = read_journal(staging.directory)
+            keep_only(staging.directory, staging.resume)
         yield staging
     except BaseException as exc:
         if staging.shards is not None:
             staging.shards.abort()
+        if staging.resumable and isinstance(exc, KeyboardInterrupt):
+            staging.release()  # interrupted: what it finished stays for the next run
+            raise
         shutil.rmtree(staging.directory, ignore_errors=True)
         if staging.published is not None:
             shutil.rmtree(staging.published, ignore_errors=True)
@@ -308,16 +405,33 @@ def write_files(
 
     key, kinds, progress = options.get("key"), options.get("kinds"), options.get("progress")
     media = MediaFiles(schema, copy=copy_media, root=media_root, kinds=kinds)
-    with staged_import(catalog, name, fmt) as staging:
+    shape = {k: options.get(k) for k in ("key", "rows_per_shard", "row_group_size")}
+    with staged_import(
+        catalog,
+        name,
+        fmt,
+        engine=options.get("engine"),
+        inputs=files,
+        options={**shape, "copy_media": copy_media, "media_root": media_root},
+    ) as staging:
         writer = staging.writer(schema, rows_per_shard=options.get("rows_per_shard"), row_group_size=options.get("row_group_size"), key=key)
-        done = 0
-        for path in files:
+        start = staging.resume.position if staging.resume is not None else Position()
+        done = staging.resume.rows if staging.resume is not None else 0
+        for index, path in enumerate(files):
+            if index < start.file:
+                continue  # written before the import was interrupted: not read again
             row = 0
+            skip = start.row if index == start.file else 0
             try:
                 for table in read(path):
+                    if skip:  # the rows of this file already in finished shards
+                        dropped = min(skip, len(table))
+                        table, skip, row = table.slice(dropped), skip - dropped, row + dropped
+                        if not len(table):
+                            continue
                     table = media.fill(table, where=path, first_row=row)
                     where = [f"{path} row {row + i}" for i in range(len(table))] if key is not None else path
-                    writer.write(table, where=where)
+                    writer.write(table, where=where, at=(index, row))
                     row += len(table)
                     done += len(table)
                     if progress is not None:

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import bisect
 import functools
+import itertools
 from dataclasses import dataclass, field
 from typing import Sequence
 
@@ -88,10 +89,13 @@ class LaneOrder:
     aligned: bool = False
     balanced: bool = False
     _bounds: tuple[int, ...] = field(init=False, repr=False, compare=False)
+    _repeats: int = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if self.rows <= 0 or self.chunk <= 0 or self.window <= 0 or not any(self.rates):
             raise ValueError(f"invalid source order {self}")
+        drawing = sum(1 for r in self.rates if r > 0)
+        object.__setattr__(self, "_repeats", -(-drawing // (self.slots if self.aligned else self.rows)))
         if self.aligned and self.balanced:
             epoch = np.minimum(self.chunk, self.rows - np.arange(self.slots, dtype=np.int64) * self.chunk)  # records per slot
             bounds = record_balanced_bounds(self.rates, np.tile(epoch, self.repeats))
@@ -99,7 +103,7 @@ class LaneOrder:
             return
         units = self.slots if self.aligned else self.rows
         shares = slot_shares(self.rates, self.repeats * units)
-        object.__setattr__(self, "_bounds", tuple(np.concatenate([[0], np.cumsum(shares)]).tolist()))
+        object.__setattr__(self, "_bounds", (0, *itertools.accumulate(shares)))
 
     @property
     def slots(self) -> int:
@@ -117,8 +121,7 @@ class LaneOrder:
     @property
     def repeats(self) -> int:
         """Epochs laid out together (1 unless the source has fewer slots than drawing streams)."""
-        drawing = sum(1 for r in self.rates if r > 0)
-        return -(-drawing // (self.slots if self.aligned else self.rows))
+        return self._repeats
 
     # -- slots and positions of a layout ----------------------------------------------------
     def slot_range(self, stream: int) -> tuple[int, int]:
@@ -156,6 +159,21 @@ class LaneOrder:
         width = self.window * self.chunk
         return _grid(lo, hi, width, stream * width // self.streams)
 
+    def window_of(self, stream: int, position: int) -> tuple[int, int]:
+        """``(begin, end)``: the shuffle window of ``stream``'s part holding layout ``position`` (one of :meth:`windows`'
+        cells, found by arithmetic when parts are cut at record granularity)."""
+        if self.aligned:
+            starts = _window_starts(self, stream)
+            w = bisect.bisect_right(starts, position) - 1
+            return starts[w], starts[w + 1]
+        lo, hi = self._bounds[stream], self._bounds[stream + 1]
+        width = self.window * self.chunk
+        first = lo + width - stream * width // self.streams  # the first boundary after lo (the grid is staggered)
+        if position < first:
+            return lo, min(first, hi)
+        begin = first + (position - first) // width * width
+        return begin, min(begin + width, hi)
+
     def chunk_of_slot(self, layout: int, slot: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """``(epoch, chunk)`` that each slot of ``layout`` holds."""
         slot = np.asarray(slot, dtype=np.int64)
@@ -192,9 +210,7 @@ class LaneOrder:
         layout, j = divmod(draw, hi - lo)
         position = lo + j
         if self.shuffle:
-            starts = _window_starts(self, stream)
-            w = bisect.bisect_right(starts, position) - 1
-            begin, end = starts[w], starts[w + 1]
+            begin, end = self.window_of(stream, position)
             position = begin + permutation(end - begin, self.seed, "window", self.source, stream, layout, begin)(position - begin)
         epoch_in_layout, within = divmod(position, self.rows)
         slot, offset = divmod(within, self.chunk)

@@ -104,6 +104,9 @@ class Mixture:
         which meets every window (integer arithmetic only).
         """
         block = sum(counts)
+        active = [s for s, c in enumerate(counts) if c]
+        if len(active) == 1:  # one source fills the block: every window is one position, in order
+            return cls(tuple(counts), np.full(block, active[0], dtype=np.int32), np.arange(block, dtype=np.int64))
         taken = [0] * len(counts)
         source_at = np.empty(block, dtype=np.int32)
         rank_at = np.empty(block, dtype=np.int64)

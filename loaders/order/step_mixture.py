@@ -81,6 +81,28 @@ def pfair_extras(rates: Sequence[int], period: int) -> np.ndarray:
     return extras
 
 
+def _draw_numbers(source_at: np.ndarray, streams: int, sources: int) -> tuple[np.ndarray, np.ndarray]:
+    """``(draw_at, rates)``: for each (step, position), how many earlier draws of its stream share its source (steps in
+    order, positions in order within a step), and each stream's draws per source over the cycle.
+
+    >>> draws, rates = _draw_numbers(np.array([[0, 1, 1, 0], [1, 0, 0, 0]]), 2, 2)
+    >>> draws.tolist(), rates.tolist()
+    ([[0, 0, 0, 0], [1, 1, 1, 2]], [[2, 2], [3, 1]])
+    """
+    cycle, batch = source_at.shape
+    width = batch // streams if streams else 0
+    lanes = source_at[:, : streams * width].reshape(cycle, streams, width).transpose(1, 0, 2).reshape(streams, cycle * width)
+    keyed = (np.arange(streams, dtype=np.int64)[:, None] * sources + lanes).ravel()
+    order = np.argsort(keyed, kind="stable")
+    ranked = keyed[order]
+    within = np.arange(len(ranked), dtype=np.int64) - np.searchsorted(ranked, ranked, side="left")
+    numbers = np.empty(len(keyed), dtype=np.int64)
+    numbers[order] = within
+    draw_at = numbers.reshape(streams, cycle, width).transpose(1, 0, 2).reshape(cycle, streams * width)
+    rates = np.bincount(keyed, minlength=streams * sources).reshape(streams, sources).astype(np.int64)
+    return np.ascontiguousarray(draw_at), rates
+
+
 def _check_pfair(extras: np.ndarray, rates: Sequence[int], period: int, per_step: int) -> None:
     """Refuse a schedule that breaks the per-step count or the ±1 lag bound (a bug, never bad input)."""
     if not (extras.sum(axis=1) == per_step).all():
@@ -90,25 +112,6 @@ def _check_pfair(extras: np.ndarray, rates: Sequence[int], period: int, per_step
     lag = steps * np.asarray(rates, dtype=np.int64)[None, :] - cumulative * period
     if (np.abs(lag) >= period).any():
         raise AssertionError(f"mixture schedule for rates {list(rates)}/{period} drifts by a whole sample")
-
-
-def _draw_counts(source_at: np.ndarray, streams: int, sources: int) -> tuple[np.ndarray, np.ndarray]:
-    """``draw_at[t, p]``: how many of its stream's earlier positions (in step, then position order) draw the same
-    source; and each stream's draws per source over the cycle."""
-    cycle, batch = source_at.shape
-    width = batch // streams if streams else 0
-    draw_at = np.empty((cycle, batch), dtype=np.int64)
-    seen = np.zeros((streams, sources), dtype=np.int64)
-    for k in range(streams):
-        lane = source_at[:, k * width : (k + 1) * width]
-        order = lane.ravel()
-        ranks = np.empty(order.shape, dtype=np.int64)
-        for s in np.unique(order).tolist():
-            mask = order == s
-            ranks[mask] = np.arange(int(mask.sum()), dtype=np.int64)
-            seen[k, s] = int(mask.sum())
-        draw_at[:, k * width : (k + 1) * width] = ranks.reshape(lane.shape)
-    return draw_at, seen
 
 
 @dataclass(frozen=True)
@@ -134,18 +137,25 @@ class StepMixture:
         if sum(counts) != cycle * batch:
             raise ValueError(f"cycle counts {counts} do not fill {cycle} steps of {batch}")
         sources = len(counts)
+        if sources == 1 and streams and batch % streams == 0:  # one source: every position is its stream's next draw
+            width = batch // streams
+            draw_at = np.arange(batch, dtype=np.int64).reshape(1, batch) % width
+            if cycle > 1:
+                draw_at = draw_at + np.arange(0, cycle * width, width, dtype=np.int64).reshape(cycle, 1)
+            rates = np.empty((streams, 1), dtype=np.int64)
+            rates.fill(cycle * width)
+            return cls(counts, cycle, batch, streams, np.zeros((cycle, batch), dtype=np.int32), draw_at, rates)
         static = [c // cycle for c in counts]
         flex = batch - sum(static)
         extras = pfair_extras([c % cycle for c in counts], cycle)
         # One interleave of the static slots and the flexible ones (the last "source" below), spread evenly.
         template = Mixture.build([*static, flex]).source_at if batch else np.empty(0, dtype=np.int32)
-        flex_positions = np.flatnonzero(template == sources)
         source_at = np.tile(template.astype(np.int32), (cycle, 1))
         if flex:  # rotate which flexible slots get which extra, so the extras visit every stream
-            chosen = np.nonzero(extras)[1].reshape(cycle, flex).astype(np.int32)  # each step's extras, by source
-            turn = (np.arange(flex)[None, :] - np.arange(cycle)[:, None]) % flex
-            source_at[:, flex_positions] = np.take_along_axis(chosen, turn, axis=1)
-        draw_at, seen = _draw_counts(source_at, streams, sources)
+            chosen = np.nonzero(extras)[1].reshape(cycle, flex).astype(np.int32)  # each step's extra sources, ascending
+            turn = (np.arange(flex)[None, :] - (np.arange(cycle) % flex)[:, None]) % flex
+            source_at[:, np.flatnonzero(template == sources)] = np.take_along_axis(chosen, turn, axis=1)
+        draw_at, seen = _draw_numbers(source_at, streams, sources)
         return cls(counts, cycle, batch, streams, source_at, draw_at, seen)
 
     @property
@@ -170,6 +180,14 @@ class StepMixture:
         sources = self.source_at[t, position]
         n = cycles * self.rates[stream][sources] + self.draw_at[t, position]
         return sources, n
+
+    def draw(self, stream: int, counter: int) -> tuple[int, int]:
+        """:meth:`draws` of one counter, in plain integers."""
+        step, offset = divmod(counter, self.width)
+        cycles, t = divmod(step, self.cycle)
+        position = stream * self.width + offset
+        source = int(self.source_at[t, position])
+        return source, cycles * int(self.rates[stream, source]) + int(self.draw_at[t, position])
 
     def draws_before(self, stream: int, step: int) -> np.ndarray:
         """How many draws from each source ``stream`` makes in steps ``[0, step)``."""

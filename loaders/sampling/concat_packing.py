@@ -25,6 +25,8 @@ from .documents import DocumentSource
 
 #: Documents read and tokenized at a time once a window is being read in order (a reader moving through it).
 PIECE = 512
+#: Documents read beyond those a lookup needs, when the run's per-record token counts say which those are.
+AHEAD = 64
 #: Fewest documents read by a window's first lookup, which reads only about as far as the sequence asked for. With
 #: per-record counts, a sequence whose first document lies more than this beyond what was read is looked up alone.
 MIN_PIECE = 16
@@ -297,7 +299,12 @@ class _Window:
 
     def _piece(self, tokens: int | None) -> int:
         """Documents to read next: a full piece once the window is being read in order (a reader moving through it
-        tokenizes in bulk); for its first lookup, enough at the window's average length to reach ``tokens``."""
+        tokenizes in bulk); for its first lookup, enough at the window's average length to reach ``tokens``. With the
+        per-record counts, exactly the documents that reach ``tokens`` and ``AHEAD`` more (so the last sequences a run
+        reads do not tokenize a full piece nobody reads)."""
+        if tokens is not None and self.starts is not None:
+            needed = int(np.searchsorted(self.starts, tokens, side="left")) - self._done
+            return max(1, min(PIECE, needed + AHEAD))
         if tokens is None or self._done:
             return PIECE
         average = max(1.0, self.expected / len(self.records))

@@ -117,14 +117,20 @@ class Sampler:
 
     def compute_draws(self, stream: int, counters: range) -> Drawn:
         """``(sources, record indices, epochs)`` of documents ``counters`` of ``stream`` (vectorized :meth:`draw`)."""
-        counter = np.arange(counters.start, counters.stop, dtype=np.int64)
         orders: Sequence[LaneOrder | SourceOrder]
+        if self.step_mixture is not None and len(counters) <= SMALL_DRAWS:
+            # a rank's few positions (lookups): plain integers beat numpy's overhead (and a fresh process's first calls)
+            picked = [self.step_mixture.draw(stream, c) for c in counters]
+            drawn = [self.lane_orders[s].record(stream, d) for s, d in picked]
+            return (
+                np.asarray([s for s, _ in picked], dtype=np.int32),
+                np.asarray([r for r, _ in drawn], dtype=np.int64),
+                np.asarray([e for _, e in drawn], dtype=np.int64),
+            )
+        counter = np.arange(counters.start, counters.stop, dtype=np.int64)
         if self.step_mixture is not None:
             sources, n = self.step_mixture.draws(stream, counter)
             orders = self.lane_orders
-            if len(counter) <= SMALL_DRAWS:  # a rank's few positions (lookups): plain integers beat numpy's overhead
-                drawn = [self.lane_orders[s].record(stream, d) for s, d in zip(sources.tolist(), n.tolist())]
-                return sources, np.asarray([r for r, _ in drawn], dtype=np.int64), np.asarray([e for _, e in drawn], dtype=np.int64)
         else:
             assert self.mixture is not None
             sources, n = self.mixture.draw_many(counter + self._phase[stream])

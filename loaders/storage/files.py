@@ -15,9 +15,8 @@ import errno
 import os
 import posixpath
 import re
+import stat as stat_module
 import threading
-import urllib.error
-import urllib.request
 import uuid
 from concurrent.futures import Future
 from dataclasses import dataclass
@@ -126,20 +125,40 @@ def stat(uri: str) -> FileStat:
         result, validator = _remote_stat(uri)
         _remember(uri, validator)
         return result
-    fs, path = resolve(uri)
-    info = fs.get_file_info(path)
-    if info.type == pafs.FileType.NotFound:
+    try:  # a local path (normalized): the system call itself, ~100x cheaper than a pyarrow filesystem round trip
+        info = os.stat(uri)
+    except (FileNotFoundError, NotADirectoryError):
         return FileStat(False, 0)
-    return FileStat(True, int(info.size or 0))
+    return FileStat(True, info.st_size if stat_module.S_ISREG(info.st_mode) else 0)
+
+
+def identity(uri: str) -> str:
+    """What changes when a file is rewritten: its size and modification time (and inode locally; the validator remote
+    stores give: size and modification time, or an HTTP ``ETag``); ``""`` when nothing is stored there.
+
+    Scans compare it before and after reading a file, so a file rewritten while it is read is refused.
+
+    >>> identity("/nonexistent/batchscope-file")
+    ''
+    """
+    uri = normalize(uri)
+    if is_remote(uri):
+        result, validator = _remote_stat(uri)
+        _remember(uri, validator)
+        return f"{result.size}:{validator}" if result.exists else ""
+    try:
+        info = os.stat(uri)
+    except FileNotFoundError:
+        return ""
+    return f"{info.st_size}:{info.st_mtime_ns}:{info.st_ino}"
 
 
 def read_bytes(uri: str) -> bytes:
     """Read a whole (small) file such as a manifest; never cached, since tags and refs move."""
     uri = normalize(uri)
     if not is_remote(uri):
-        fs, path = resolve(uri)
-        with fs.open_input_stream(path) as stream:
-            return stream.read()
+        with open(uri, "rb") as handle:
+            return handle.read()
     if is_http(uri):
         return with_retries("read", uri, lambda: _http_get(uri)[1])
     fs, path = resolve(uri)
@@ -330,6 +349,8 @@ def _timeout() -> float:
 
 def _http(url: str, *, method: str = "GET", headers: dict[str, str] | None = None) -> tuple[int, dict[str, str], bytes]:
     """One request; 404/410 become FileNotFoundError and 401/403 PermissionError (not retried)."""
+    import urllib.request  # only here: it costs a tenth of a second to import, and most catalogs never speak HTTP
+
     request = urllib.request.Request(url, method=method, headers={"User-Agent": "batchscope", **(headers or {})})
     try:
         with urllib.request.urlopen(request, timeout=_timeout()) as response:

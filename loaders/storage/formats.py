@@ -33,7 +33,7 @@ from .shards import ShardInfo
 
 #: format name → ``"module:OBJECT"`` (an object with ``name``, ``extensions``, ``scan`` and ``open``).
 FORMATS: dict[str, str] = {
-    "parquet": "loaders.storage.shards:PARQUET",
+    "parquet": "loaders.storage.shard_scan:PARQUET",
     "arrow-stream": "loaders.storage.arrow_stream:ARROW_STREAM",
     "megatron-indexed": "loaders.storage.megatron_indexed:MEGATRON_INDEXED",
     "numpy-tokens": "loaders.storage.numpy_tokens:NUMPY_TOKENS",

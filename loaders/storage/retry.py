@@ -14,12 +14,12 @@ b'data'
 
 from __future__ import annotations
 
-import http.client
 import logging
 import os
 import random
 import re
 import socket
+import sys
 import time
 import urllib.error
 from dataclasses import dataclass
@@ -131,7 +131,10 @@ def is_transient(exc: BaseException) -> bool:
         if isinstance(reason, BaseException):
             return is_transient(reason)
         return bool(_TRANSIENT_WORDS.search(str(reason)))
-    if isinstance(exc, (TimeoutError, ConnectionError, http.client.HTTPException)):
+    if isinstance(exc, (TimeoutError, ConnectionError)):
+        return True
+    client = sys.modules.get("http.client")  # not imported for it (slow to import): without it, no HTTPException exists
+    if client is not None and isinstance(exc, client.HTTPException):
         return True
     if isinstance(exc, OSError):
         text = str(exc)

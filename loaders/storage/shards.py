@@ -13,7 +13,6 @@ from __future__ import annotations
 import functools
 import hashlib
 import io
-import struct
 import threading
 from dataclasses import dataclass
 
@@ -25,12 +24,9 @@ from . import files as storage
 from .parquet_check import PageCheck, footer_problem
 
 _MAGIC = b"PAR1"
-_HASH_CHUNK = 8 << 20
-#: Segments up to this size are read whole at registration, so their page headers are checked there too.
-_CHECKED_SEGMENT = 64 << 20
 
 
-def _digest(data: bytes | memoryview) -> str:
+def digest(data: bytes | memoryview) -> str:
     return hashlib.sha256(data).hexdigest()[:32]
 
 
@@ -83,112 +79,11 @@ class ShardInfo:
         )
 
 
-def _footer_bounds(uri: str, size: int) -> tuple[int, bytes]:
-    """Return (footer start, footer bytes); raise RegistrationError when the tail is not Parquet."""
-    if size < 12:
-        raise RegistrationError(f"{uri}: not a Parquet file ({size} bytes is too small for header and footer)")
-    tail = storage.read_range(uri, size - 8, 8)
-    if tail[4:] != _MAGIC:
-        raise RegistrationError(f"{uri}: not a Parquet file (no PAR1 magic at the end; truncated or another format)")
-    (meta_len,) = struct.unpack("<I", tail[:4])
-    start = size - 8 - meta_len
-    if start < 4:
-        raise RegistrationError(f"{uri}: Parquet footer length {meta_len} exceeds the file size {size}")
-    return start, storage.read_range(uri, start, size - start)
-
-
-def _row_group_starts(metadata: pq.FileMetaData) -> list[int]:
-    starts = []
-    for i in range(metadata.num_row_groups):
-        group = metadata.row_group(i)
-        offsets = []
-        for j in range(group.num_columns):
-            column = group.column(j)
-            offset = column.data_page_offset
-            if column.has_dictionary_page and column.dictionary_page_offset is not None:
-                offset = min(offset, column.dictionary_page_offset)
-            offsets.append(offset)
-        starts.append(min(offsets) if offsets else 4)
-    return starts
-
-
-def _parse_footer(uri: str, footer: bytes) -> pq.FileMetaData:
+def parse_footer(uri: str, footer: bytes) -> pq.FileMetaData:
     try:
         return pq.ParquetFile(io.BytesIO(_MAGIC + footer)).metadata
     except Exception as exc:
         raise RegistrationError(f"{uri}: unreadable Parquet footer ({exc})") from exc
-
-
-def scan_shard(uri: str) -> tuple[ShardInfo, pa.Schema]:
-    """Describe one Parquet file for a manifest: schema and row groups from the footer, digests by streaming once."""
-    uri = storage.normalize(uri)
-    info = storage.stat(uri)
-    if not info.exists:
-        raise RegistrationError(f"{uri}: no such file")
-    head = storage.read_range(uri, 0, 4) if info.size >= 4 else b""
-    if head != _MAGIC:
-        raise RegistrationError(f"{uri}: not a Parquet file (no PAR1 magic at the start)")
-    footer_start, footer = _footer_bounds(uri, info.size)
-    metadata = _parse_footer(uri, footer)
-    problem = footer_problem(metadata, body_end=footer_start)
-    if problem is not None:
-        raise RegistrationError(f"{uri}: {problem}")
-    starts = _row_group_starts(metadata)
-    rows = tuple(metadata.row_group(i).num_rows for i in range(metadata.num_row_groups))
-    boundaries = [0] + starts[1:] + [footer_start]
-    if any(later <= earlier for earlier, later in zip(boundaries, boundaries[1:])):
-        # Legal but rare layouts (row groups out of file order, no row groups):
-        # check the whole body as one segment.
-        boundaries = [0, footer_start]
-    per_group = len(boundaries) - 1 == metadata.num_row_groups
-    digests, checked = [], True
-    for segment, (a, b) in enumerate(zip(boundaries, boundaries[1:])):
-        groups = [segment] if per_group else list(range(metadata.num_row_groups))
-        digest, pages_checked = _scan_segment(uri, metadata, a, b, groups)
-        digests.append(digest)
-        checked = checked and pages_checked
-    shard = ShardInfo(
-        uri=uri,
-        size=info.size,
-        rows=metadata.num_rows,
-        row_groups=rows,
-        boundaries=tuple(boundaries),
-        segment_digests=tuple(digests),
-        footer_digest=_digest(footer),
-        pages_checked=checked,
-    )
-    try:
-        schema = metadata.schema.to_arrow_schema()
-    except Exception as exc:
-        raise RegistrationError(f"{uri}: schema cannot be read as Arrow ({exc})") from exc
-    return shard, schema
-
-
-def _scan_segment(uri: str, metadata: pq.FileMetaData, start: int, end: int, groups: list[int]) -> tuple[str, bool]:
-    """``(digest of bytes [start, end), whether its pages were checked)``: a segment small enough to hold is."""
-    if end - start > _CHECKED_SEGMENT:
-        return _hash_range(uri, start, end), False  # its pages are checked on every read instead
-    data = storage.read_range(uri, start, end - start, cache=False)
-    if len(data) != end - start:
-        raise RegistrationError(f"{uri}: file ended at byte {start + len(data)}, expected {end}")
-    check = PageCheck(metadata)
-    for group in groups:
-        problem = check.problem(group, memoryview(data), start)
-        if problem is not None:
-            raise RegistrationError(f"{uri}: {problem}")
-    return _digest(data), True
-
-
-def _hash_range(uri: str, start: int, end: int) -> str:
-    h = hashlib.sha256()
-    pos = start
-    while pos < end:
-        chunk = storage.read_range(uri, pos, min(_HASH_CHUNK, end - pos), cache=False)
-        if not chunk:
-            raise RegistrationError(f"{uri}: file ended at byte {pos}, expected {end}")
-        h.update(chunk)
-        pos += len(chunk)
-    return h.hexdigest()[:32]
 
 
 def _owned(table: pa.Table, source: pa.Buffer) -> pa.Table:
@@ -201,6 +96,13 @@ def _owned(table: pa.Table, source: pa.Buffer) -> pa.Table:
     if any(column.num_chunks != 1 for column in table.columns):
         return table.combine_chunks()
     return table
+
+
+def decode_row_group(sparse: pa.Buffer, metadata: pq.FileMetaData, row_group: int, columns: list[str] | None) -> pa.Table:
+    """Decode one row group from a buffer standing for the whole file (its segment and footer filled in); the table
+    owns its memory, so the buffer can be reused."""
+    parquet = pq.ParquetFile(pa.BufferReader(sparse), metadata=metadata, pre_buffer=False)
+    return _owned(parquet.read_row_group(row_group, columns=columns, use_threads=False), sparse)
 
 
 #: Shards up to this size are decoded in a buffer each thread keeps and reuses (fresh memory costs a page fault
@@ -216,7 +118,7 @@ class _ThreadBuffer(threading.local):
 _THREAD_BUFFER = _ThreadBuffer()
 
 
-def _file_buffer(size: int) -> tuple[pa.Buffer, memoryview]:
+def file_buffer(size: int) -> tuple[pa.Buffer, memoryview]:
     """``(buffer of exactly size bytes, writable byte view of it)`` standing for a whole shard file.
 
     The allocation is virtual: only the pages written become resident. Tables
@@ -256,11 +158,11 @@ class OpenShard:
         check_present(shard, where=where)
         self._footer_start = shard.boundaries[-1]
         footer = storage.read_range(shard.uri, self._footer_start, shard.size - self._footer_start, cache=cache)
-        if _digest(footer) != shard.footer_digest:
+        if digest(footer) != shard.footer_digest:
             storage.evict(shard.uri, self._footer_start, shard.size - self._footer_start)
             raise ChecksumMismatch(f"{where}: footer of shard {shard.uri} changed after registration")
         self._footer = footer
-        self.metadata = _parse_footer(shard.uri, footer)
+        self.metadata = parse_footer(shard.uri, footer)
         problem = footer_problem(self.metadata, body_end=self._footer_start)
         if problem is not None:  # registered before footers were bounded: refuse before allocating anything
             raise CorruptData(f"{where}: shard {shard.uri}: {problem}")
@@ -280,10 +182,10 @@ class OpenShard:
         # and footer are filled in. The allocation is virtual (only the pages written become resident), and the
         # verified footer names exactly which bytes each column chunk occupies, so nothing else is ever read.
         # The bytes land in Arrow-owned memory: tables pointing into Python memory can abort the interpreter.
-        sparse, view = _file_buffer(self.shard.size)
+        sparse, view = file_buffer(self.shard.size)
         segment_view = view[start:end]
         got = storage.read_range_into(self.shard.uri, start, segment_view, cache=self.cache)
-        if got != end - start or _digest(segment_view) != self.shard.segment_digests[segment]:
+        if got != end - start or digest(segment_view) != self.shard.segment_digests[segment]:
             storage.evict(self.shard.uri, start, end - start)  # a bad cached copy must not stick
             raise ChecksumMismatch(
                 f"{self.where}: row group {row_group} of shard {self.shard.uri} (bytes {start}-{end}) "
@@ -296,34 +198,12 @@ class OpenShard:
             self._pages_checked.add(row_group)
         view[self._footer_start : self.shard.size] = self._footer
         try:
-            parquet = pq.ParquetFile(pa.BufferReader(sparse), metadata=self.metadata, pre_buffer=False)
-            table = parquet.read_row_group(row_group, columns=columns, use_threads=False)
+            table = decode_row_group(sparse, self.metadata, row_group, columns)
         except Exception as exc:
             raise CorruptData(f"{self.where}: row group {row_group} of shard {self.shard.uri} cannot be decoded: {exc}") from exc
-        table = _owned(table, sparse)
         expected = self.shard.row_groups[row_group]
         if table.num_rows != expected:  # a footer that lies about row counts would shift every row after it
             raise CorruptData(
                 f"{self.where}: row group {row_group} of shard {self.shard.uri} holds {table.num_rows} rows but its footer says {expected}"
             )
         return table
-
-
-class _Parquet:
-    """The Parquet shard format (see :mod:`loaders.storage.formats`): segments are row groups, checked on every fetch."""
-
-    name = "parquet"
-    extensions = (".parquet",)
-
-    def scan(self, uri: str) -> tuple[ShardInfo, pa.Schema]:
-        return scan_shard(uri)
-
-    def open(self, shard: ShardInfo, *, where: str, cache: bool = True) -> OpenShard:
-        return OpenShard(shard, where=where, cache=cache)
-
-    def decoded_bytes(self, shard: ShardInfo, row_group: int) -> int:
-        """A lower bound of what decoding one row group holds: its compressed bytes (the footer knows more)."""
-        return shard.boundaries[min(row_group + 1, len(shard.boundaries) - 1)] - shard.boundaries[min(row_group, len(shard.boundaries) - 2)]
-
-
-PARQUET = _Parquet()

@@ -14,7 +14,7 @@ from .ledger_writer import batch_summary
 from .progress import LoggedRun, Progress
 from .reader_state import STATE_FORMAT
 
-__all__ = ["STATE_FORMAT", "ReadableRun", "Reader", "default_prefetch", "default_steps_per_task"]
+__all__ = ["STATE_FORMAT", "ReadableRun", "Reader", "default_prefetch", "default_steps_per_task", "default_threads"]
 
 
 #: Samples per background task for plans whose samples are plain records (larger tasks amortize the order
@@ -62,6 +62,13 @@ def default_prefetch(run: ReadableRun) -> int:
     return 0 if _plain_records(run) else 2
 
 
+def default_threads(run: ReadableRun) -> int:
+    """How many background threads compute those tasks, by default: two for plans with transforms or packing, so one
+    packs and digests (Python, holding the GIL) while the other waits on the tokenizer (which releases it and runs on
+    every core); one otherwise."""
+    return 1 if _plain_records(run) else 2
+
+
 class Reader:
     """Iterate the batches rank ``rank`` of ``world_size`` reads, from ``start_step`` on.
 
@@ -70,8 +77,8 @@ class Reader:
     decoder pool already reads, verifies, decodes and converts the row groups
     of the next one. With ``prefetch`` > 0, up to that many tasks are computed
     ahead on ``threads`` background threads (the default for plans with
-    transforms; plain-record plans assemble in the calling thread, see
-    :func:`default_prefetch`). ``state_dict()`` is tiny and
+    transforms, two of them: :func:`default_threads`; plain-record plans
+    assemble in the calling thread, see :func:`default_prefetch`). ``state_dict()`` is tiny and
     ``load_state_dict()`` resumes in O(1) at any world size the plan allows;
     the first tasks after a start or resume are short (1, 2, 4... steps), so
     the first batch comes quickly.
@@ -104,7 +111,7 @@ class Reader:
         start_step: int = 0,
         end_step: int | None = None,
         prefetch: int | None = None,
-        threads: int = 1,
+        threads: int | None = None,
         steps_per_task: int | None = None,
         ledger: bool = True,
         worker: int = 0,
@@ -125,7 +132,7 @@ class Reader:
         self.prefetch = max(0, prefetch if prefetch is not None else default_prefetch(run))
         self.worker = worker
         self.num_workers = num_workers
-        self._threads = threads
+        self._threads = max(1, threads if threads is not None else default_threads(run))
         self.steps_per_task = max(1, steps_per_task if steps_per_task is not None else default_steps_per_task(run, world_size))
         self._pool: cf.ThreadPoolExecutor | None = None
         self._pending: collections.deque[tuple[int, cf.Future[Batch]]] = collections.deque()

@@ -58,7 +58,10 @@ def test_lookup_measures_every_size_and_reports_every_peer(results: dict[str, di
         assert row["cold"]["status"] == "ok"
         assert len(row["cold"]["indices"]) == 4 and all(0 <= i < row["n"] for i in row["cold"]["indices"])
         assert set(row["by_step"]) == {str(s) for s in bench_lookup.FLAT_STEPS}
-    peer_rows = [r for r in rows if r["system"] != "batchscope"]
+    fresh = [r for r in rows if r["system"].startswith("fresh process")]
+    assert len(fresh) == 1 and fresh[0]["batchscope"]["status"] == "ok" and fresh[0]["batchscope"]["wall_ms"] > 0
+    _status_ok_or_explained(fresh[0]["grain"])
+    peer_rows = [r for r in rows if r["system"] != "batchscope" and r not in fresh]
     assert {r["system"] for r in peer_rows} == set(peers.LOOKUPS), "a peer was silently skipped"
     for row in peer_rows:
         _status_ok_or_explained(row)
