@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 
 from loaders import Batch, Catalog, Document, Run
-from loaders.errors import SampleNotFound, StorageError
+from loaders.errors import StorageError
 
 from .. import urls
 from ..flags import Flag, FlagStore
@@ -430,19 +430,3 @@ def _neighbour_step(run: Run, step: int, rank: int) -> str | None:
     if not 0 <= step < run.total_steps:
         return None
     return urls.rank(run.name, step, min(rank, run.world_size_at(step) - 1))
-
-
-def input_fragment(catalog: Catalog, runs: RunCache, name: str, step: int, rank: int, position: int, field_name: str) -> InputBlock:
-    """One model input of one sample, in full (the htmx fragment a deferred view loads)."""
-    run = runs.run(catalog, name)
-    check_rank(run, step, rank)
-    batch = runs.batch(run, step, rank)
-    if not 0 <= position < len(batch):
-        raise SampleNotFound(f"step {step} rank {rank} of run {name} has samples 0 to {len(batch) - 1}, not {position}")
-    sample = batch.samples[position]
-    place = InputPlace(run.name, step, rank, position, f"run {run.name} step {step} rank {rank} sample {sample.index}")
-    logged = Logged.of(run.ledger.metrics(step, rank, batch.world_size), len(batch))
-    blocks = input_blocks(run, sample, place, only=field_name, token_values=logged.token_values[position])
-    if not blocks:
-        raise SampleNotFound(f"sample {sample.index} of run {name} has no model input {field_name!r} (inputs: {', '.join(sample.inputs)})")
-    return blocks[0]

@@ -12,9 +12,10 @@ from loaders.catalog.store import check_name
 
 from .. import urls
 from ..deps import CatalogDep, FlagsDep, RunsDep, SettingsDep
+from ..pages.input_view import input_page
 from ..pages.runs import run_page
 from ..pages.step import step_page
-from ..pages.steps import input_fragment, rank_page
+from ..pages.steps import rank_page
 from ..responses import VARY, kept, respond, wants_fragment, wants_json
 from ..routing import canonical, page
 
@@ -128,4 +129,4 @@ def input_view(
     runs: RunsDep,
 ) -> Response:
     check_name("run", run)
-    return respond(request, input_fragment(catalog, runs, run, step, rank, position, name), template="input_field.html")
+    return respond(request, input_page(catalog, runs, run, step, rank, position, name), template="input_field.html")
