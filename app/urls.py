@@ -83,6 +83,16 @@ def home() -> str:
     return "/"
 
 
+def runs() -> str:
+    """``/runs``: every run with its progress and status."""
+    return "/runs"
+
+
+def datasets() -> str:
+    """``/datasets``: every dataset with its latest version."""
+    return "/datasets"
+
+
 def run(run_: str) -> str:
     """``/runs/{run}``: plan, sources, world-size history and metric curves."""
     return f"/runs/{_q(run_)}"

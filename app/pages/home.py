@@ -121,10 +121,44 @@ def _run_summary(catalog: Catalog, runs: RunCache, name: str) -> RunSummary:
         return RunSummary(name, urls.run(name), status="error", error=f"cannot open run {name}: {type(exc).__name__}: {exc}")
 
 
+@dataclass
+class RunsPage:
+    """``/runs``: every run of the catalog, as the home page lists them."""
+
+    runs: list[RunSummary]
+    title: str = html_only("runs")
+    crumbs: list[Link] = html_only(default_factory=list)
+
+
+@dataclass
+class DatasetsPage:
+    """``/datasets``: every dataset of the catalog with its latest version, as the home page lists them."""
+
+    datasets: list[DatasetSummary]
+    title: str = html_only("datasets")
+    crumbs: list[Link] = html_only(default_factory=list)
+
+
+def run_summaries(catalog: Catalog, runs: RunCache | None = None) -> list[RunSummary]:
+    """Every run's summary, by name."""
+    cache = runs if runs is not None else RunCache()
+    return [_run_summary(catalog, cache, name) for name in catalog.runs()]
+
+
+def runs_page(catalog: Catalog, runs: RunCache | None = None) -> RunsPage:
+    """Every run with its progress and status."""
+    return RunsPage(run_summaries(catalog, runs), crumbs=[Link("home", urls.home()), Link("runs", urls.runs())])
+
+
+def datasets_page(catalog: Catalog) -> DatasetsPage:
+    """Every dataset with its latest version."""
+    listed = [dataset_summary(catalog, name) for name in catalog.datasets()]
+    return DatasetsPage(listed, crumbs=[Link("home", urls.home()), Link("datasets", urls.datasets())])
+
+
 def home_page(catalog: Catalog, flags: FlagStore, runs: RunCache | None = None) -> HomePage:
     """Everything the home page shows."""
-    cache = runs if runs is not None else RunCache()
-    listed = [_run_summary(catalog, cache, name) for name in catalog.runs()]
+    listed = run_summaries(catalog, runs)
     datasets = [dataset_summary(catalog, name) for name in catalog.datasets()]
     try:
         recent, error = flags.list(limit=RECENT_FLAGS), ""

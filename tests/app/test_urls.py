@@ -18,6 +18,10 @@ V = "0123456789abcdef0123456789abcdef"
 TABLE = [
     (urls.home(), "/"),
     (urls.api(urls.home()), "/api"),
+    (urls.runs(), "/runs"),
+    (urls.api(urls.runs()), "/api/runs"),
+    (urls.datasets(), "/datasets"),
+    (urls.api(urls.datasets()), "/api/datasets"),
     (urls.dataset("web-text"), "/datasets/{name}"),
     (urls.api(urls.dataset("web-text")), "/api/datasets/{name}"),
     (urls.version("web-text", V), "/datasets/{name}/versions/{version}"),
