@@ -19,10 +19,11 @@ from ..deps import CatalogDep, FlagsDep, RunsDep
 from ..errors import ERROR_RESPONSES
 from ..flags import Flag, FlagFilter, FlagStore
 from ..jsonable import jsonable
-from ..pages.flags import flag_page, flags_page
+from ..pages.flags import FlagPage, FlagsPage, flag_page, flags_page
 from ..pages.sample import FlagForm, flag_form
 from ..responses import VARY, respond, wants_fragment
-from ..routing import page
+from ..routing import bytes_answer, page
+from ..schemas import response_model
 
 router = APIRouter(tags=["flags"], responses=ERROR_RESPONSES)
 
@@ -87,7 +88,7 @@ def _position_of(catalog: Catalog, flag: FlagIn) -> int | None:
     return indices.index(flag.index) if flag.index in indices else None
 
 
-@page(router, "/flags", summary="Flags, newest first, filterable by dataset and tag")
+@page(router, "/flags", summary="Flags, newest first, filterable by dataset and tag", model=FlagsPage)
 def flags_list(
     request: Request,
     store: FlagsDep,
@@ -103,7 +104,12 @@ def flags_list(
     return respond(request, data, template="flags.html", block="flags")
 
 
-@router.get("/flags.jsonl", summary="Flags as JSON lines", tags=["flags"])
+@router.get(
+    "/flags.jsonl",
+    summary="Flags as JSON lines",
+    tags=["flags"],
+    **bytes_answer("application/x-ndjson", description="One flag per line, as GET /api/flags/{flag_id} gives it"),
+)
 def flags_jsonl(store: FlagsDep, dataset: Name = None, tag: Tag = None) -> Response:
     def lines() -> Iterator[bytes]:
         for flag in store.iter_all(FlagFilter(dataset=dataset or None, tag=tag or None)):
@@ -112,7 +118,12 @@ def flags_jsonl(store: FlagsDep, dataset: Name = None, tag: Tag = None) -> Respo
     return StreamingResponse(lines(), media_type="application/x-ndjson; charset=utf-8")
 
 
-@router.get("/flags/keys.txt", summary="Flagged keys, one a line, for `batchscope register --exclude`", tags=["flags"])
+@router.get(
+    "/flags/keys.txt",
+    summary="Flagged keys, one a line, for `batchscope register --exclude`",
+    tags=["flags"],
+    **bytes_answer("text/plain", description="A key file: one key a line (JSON strings for keys that need quoting)"),
+)
 def flags_keys(
     store: FlagsDep,
     dataset: Name = None,
@@ -123,7 +134,7 @@ def flags_keys(
     return Response(write_key_file(keys), media_type="text/plain; charset=utf-8")
 
 
-@page(router, "/flags/{flag_id}", summary="One flag")
+@page(router, "/flags/{flag_id}", summary="One flag", model=FlagPage)
 def flag(
     request: Request, flag_id: Annotated[int, Path(ge=0, le=MAX_INT)], store: FlagsDep, catalog: CatalogDep, runs: RunsDep
 ) -> Response:
@@ -168,7 +179,13 @@ def _form_response(request: Request, form: FlagForm, status: int) -> HTMLRespons
     return HTMLResponse(html, status_code=status, headers=VARY)
 
 
-@router.post("/api/flags", status_code=201, summary="Flag a sample", tags=["flags"])
+@router.post(
+    "/api/flags",
+    status_code=201,
+    summary="Flag a sample",
+    tags=["flags"],
+    responses={201: {"model": response_model(Flag), "description": "The stored flag; Location is its page"}},
+)
 def flag_from_json(flag: FlagIn, catalog: CatalogDep, store: FlagsDep) -> JSONResponse:
     stored, _ = _store(catalog, store, flag)
     return JSONResponse(jsonable(stored), status_code=201, headers={**VARY, "Location": stored.url})

@@ -13,8 +13,11 @@ answer must match the response schema the OpenAPI document gives for it.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
+from typing import Any
 
+import jsonschema
 import pytest
 
 from app import urls
@@ -49,13 +52,30 @@ def crawled(demo_catalog: Catalog, tmp_path_factory: pytest.TempPathFactory) -> 
             return None
         return urls.api(url)
 
-    return crawl(client.get, twin=twin), app
+    document = app.openapi()
+    validators: dict[str, jsonschema.Draft202012Validator] = {}
+
+    def check(url: str, response: Any) -> str | None:
+        """A JSON answer that does not match the schema its operation documents."""
+        if response.status_code != 200 or not response.headers.get("content-type", "").startswith("application/json"):
+            return None
+        template = re.sub(r"\{(\w+):\w+\}", r"{\1}", route_of(routes, url) or "")  # OpenAPI paths drop the convertor
+        if template not in validators:
+            schema = document["paths"][template]["get"]["responses"]["200"]["content"]["application/json"]["schema"]
+            validators[template] = jsonschema.Draft202012Validator({**schema, "components": document["components"]})
+        error = jsonschema.exceptions.best_match(validators[template].iter_errors(response.json()))
+        return None if error is None else f"{error.json_path}: {error.message[:300]}"
+
+    return crawl(client.get, twin=twin, check=check), app
 
 
 def test_every_link_and_json_twin_of_the_demo_answers_without_error(crawled: tuple[Crawl, object]) -> None:
     result, app = crawled
     broken = [f"{v.status} {v.url} (linked from {v.referrer or 'the start'})" for v in result.failures(at_least=400)]
     assert broken == []
+    off_schema = [f"{v.url}: {v.problem}" for v in result.visits if v.problem]
+    assert off_schema == []
+    assert sum(1 for v in result.visits if urls.is_api(v.url)) > 100
     assert len(result.visits) < 5000  # the frontier was exhausted, not cut off
     routes = get_routes(app)
     reached = {route_of(routes, v.url) for v in result.visits}

@@ -127,6 +127,8 @@ class Visit:
     status: int
     seconds: float
     referrer: str
+    #: What ``check`` found wrong with the answer (``None``: nothing).
+    problem: str | None = None
 
 
 @dataclass
@@ -148,10 +150,12 @@ def crawl(
     keys_per_shape: int = 3,
     limit: int = 5000,
     twin: Callable[[str], str | None] = lambda url: None,
+    check: Callable[[str, Any], str | None] = lambda url, response: None,
 ) -> Crawl:
     """Breadth-first from ``start`` with ``get(url) -> response`` (a TestClient's, not following redirects).
 
-    ``twin(url)`` names another URL to fetch for each page fetched (its JSON twin), or ``None``. Stops after
+    ``twin(url)`` names another URL to fetch for each page fetched (its JSON twin), or ``None``; ``check(url,
+    response)`` says what is wrong with an answer (kept as the visit's ``problem``), or ``None``. Stops after
     ``limit`` URLs (a crawl that reaches it is not complete: the test checks it did not).
     """
     result = Crawl()
@@ -164,7 +168,7 @@ def crawl(
         url, referrer = queue.popleft()
         began = time.monotonic()
         response = get(url)
-        result.visits.append(Visit(url, response.status_code, time.monotonic() - began, referrer))
+        result.visits.append(Visit(url, response.status_code, time.monotonic() - began, referrer, check(url, response)))
         found: list[str] = []
         if 300 <= response.status_code < 400 and "location" in response.headers:
             found.append(response.headers["location"])
