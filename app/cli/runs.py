@@ -9,7 +9,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from loaders import Run
+from loaders import BatchscopeError, Run
 from loaders.training.ledger import ledger_file_name
 from loaders.training.verification import (
     EXIT_CANNOT_CHECK,
@@ -66,13 +66,25 @@ def verify(
     the read path failed); 3: the data matches, but some steps were fetched and never marked trained.
     """
     with friendly_errors(exit_code=EXIT_CANNOT_CHECK):
-        run = open_catalog(root).run(run_name)
+        catalog = open_catalog(root)
+        run = catalog.run(run_name)
         window = _parse_steps(steps, run.total_steps)
         for step in window:
             run.check_step(step)
         report = verify_run(run, window)
     _print_report(run, report)
+    _keep_record(catalog.root, run, report)
     sys.exit(report.exit_code)
+
+
+def _keep_record(root: str, run: Run, report: RunVerification) -> None:
+    """Keep the result beside the ledger, for the run and home pages' status; a catalog that cannot take it is noted."""
+    from loaders.training.verify_record import record_verification
+
+    try:
+        record_verification(root, run, report, meaning=EXIT_MEANINGS[report.exit_code])
+    except (BatchscopeError, OSError) as exc:
+        err_console.print(f"note: the result could not be kept for the inspector's pages ({exc})", highlight=False, soft_wrap=True)
 
 
 def _print_report(run: Run, report: RunVerification) -> None:

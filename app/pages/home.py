@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 from loaders import Catalog, Run
 from loaders.errors import BatchscopeError, StorageError
+from loaders.training.verify_record import NOT_VERIFIED, VerificationState, verification_state
 
 from .. import urls
 from ..flags import Flag, FlagStore
@@ -23,8 +24,11 @@ RUNNING_SECONDS = 120
 class RunSummary:
     """One run as the home page lists it: how far its ledger got, its last loss and its status.
 
-    ``status`` is ``complete`` (the ledger has the last step), ``running`` (written to within
-    :data:`RUNNING_SECONDS`), ``stopped`` (neither), ``not started`` (no ledger yet) or ``error`` (see ``error``).
+    ``status`` is ``mismatch`` when the run's last ``batchscope verify`` found ledger records that differ from what
+    the plan reads and the ledger still holds them; otherwise ``complete`` (the ledger has the last step),
+    ``running`` (written to within :data:`RUNNING_SECONDS`), ``stopped`` (neither), ``not started`` (no ledger yet)
+    or ``error`` (see ``error``). ``verification`` says what the last ``verify`` still proves
+    (:func:`loaders.training.verify_record.verification_state`), ``verification_url`` opens its first mismatch.
     """
 
     name: str
@@ -36,18 +40,26 @@ class RunSummary:
     last_loss: float | None = None
     status: str = "not started"
     error: str | None = None
+    verification: str = NOT_VERIFIED.status
+    verification_label: str = NOT_VERIFIED.label
+    verification_url: str | None = None
 
     @property
     def badge(self) -> str:
         """The badge class of the status."""
-        return {"complete": "ok", "running": "warn", "stopped": "warn", "error": "bad"}.get(self.status, "")
+        return {"complete": "ok", "running": "warn", "stopped": "warn", "error": "bad", "mismatch": "bad"}.get(self.status, "")
 
 
-def run_summary(run: Run, *, now: float | None = None) -> RunSummary:
-    """A run's progress from its ledger (``now`` is the clock, for tests)."""
+def run_summary(run: Run, *, now: float | None = None, root: str | None = None) -> RunSummary:
+    """A run's progress from its ledger, and its last verification when the catalog ``root`` is given (``now`` is
+    the clock, for tests)."""
     entries = run.ledger.entries()
     losses = run.ledger.series("loss", world_size_at=run.world_size_at)
     summary = RunSummary(run.name, urls.run(run.name), steps=run.total_steps, last_loss=losses[-1][1] if losses else None)
+    if root is not None:
+        state = verification_state(root, run)
+        summary.verification, summary.verification_label = state.status, state.label
+        summary.verification_url = verification_url(run.name, state)
     if not entries:
         return summary
     last = max(e.step for e in entries)
@@ -59,7 +71,14 @@ def run_summary(run: Run, *, now: float | None = None) -> RunSummary:
         summary.status = "running"
     else:
         summary.status = "stopped"
+    if summary.verification == "mismatch":
+        summary.status = "mismatch"
     return summary
+
+
+def verification_url(run: str, state: VerificationState) -> str | None:
+    """The step/rank page of the first (step, rank) the last ``verify`` found mismatched, if any."""
+    return urls.rank(run, state.first.step, state.first.rank) if state.first is not None else None
 
 
 @dataclass
@@ -114,7 +133,7 @@ def dataset_summary(catalog: Catalog, name: str) -> DatasetSummary:
 def _run_summary(catalog: Catalog, runs: RunCache, name: str) -> RunSummary:
     """A run's summary; a run that cannot be opened (a broken manifest, say) is listed with its error, not dropped."""
     try:
-        return run_summary(runs.run(catalog, name))
+        return run_summary(runs.run(catalog, name), root=catalog.root)
     except BatchscopeError as exc:
         return RunSummary(name, urls.run(name), status="error", error=exc.message)
     except Exception as exc:  # a hand-edited or truncated manifest must not take the home page down

@@ -12,6 +12,7 @@ from .. import urls
 from ..jsonable import html_only
 from ..run_cache import RunCache
 from .common import Link
+from .home import run_summary
 from .mixture import MixtureView, run_mixture
 from .spikes import DEFAULT_SMOOTHING, OUTLIER_K, OUTLIER_WINDOW, SMOOTHING, Outlier, ema, outliers, thin, window
 
@@ -100,6 +101,12 @@ class RunPage:
     plan: dict[str, Any]
     mixture: MixtureView | None = None
     mixture_error: str | None = None
+    #: As the home page says it (:class:`app.pages.home.RunSummary`): progress, or ``mismatch``; and the last verify.
+    status: str = ""
+    verification: str = ""
+    verification_label: str = ""
+    verification_url: str | None = None
+    badge: str = html_only("")
     title: str = html_only("")
     crumbs: list[Link] = html_only(default_factory=list)
     step_box_url: str = html_only("")
@@ -248,6 +255,7 @@ def run_page(
         mixture = run_mixture(runs, run, window=window)
     except BatchscopeError as exc:
         mixture_error = exc.message
+    summary = run_summary(run, root=catalog.root)
     return RunPage(
         name=run.name,
         url=urls.run(run.name),
@@ -273,6 +281,11 @@ def run_page(
         plan=run.manifest["plan"],
         mixture=mixture,
         mixture_error=mixture_error,
+        status=summary.status,
+        verification=summary.verification,
+        verification_label=summary.verification_label,
+        verification_url=summary.verification_url,
+        badge=summary.badge,
         title=f"run {run.name}",
         crumbs=[Link("runs", urls.home()), Link(run.name, urls.run(run.name))],
         step_box_url=urls.run(run.name),

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -41,18 +41,23 @@ class Verdict:
     ledger_digest: str | None
     differing: list[int]
     label: str
+    #: What differs, in words (empty unless ``status`` is ``mismatch``).
+    reasons: list[str] = field(default_factory=list)
 
 
 def verdict(run: Run, batch: Batch) -> Verdict:
     """The page's badge for ``run.compare(batch)``."""
     check = run.compare(batch)
+    differ = len(check.differing)
     labels = {
         "no-ledger": "no ledger",
         "verified": "✓ verified",
         "untrained": "✓ verified, but fetched and never marked trained",
-        "mismatch": f"✗ {len(check.differing)} sample(s) differ from the ledger",
+        "mismatch": f"✗ {differ} sample{'' if differ == 1 else 's'} differ{'s' if differ == 1 else ''} from the ledger"
+        if differ
+        else "✗ the batch digest differs from the ledger's",
     }
-    return Verdict(check.status, check.verified, check.ledger_digest, check.differing, labels[check.status])
+    return Verdict(check.status, check.verified, check.ledger_digest, check.differing, labels[check.status], list(check.reasons))
 
 
 # -- the step/rank page -------------------------------------------------------------------------
