@@ -14,15 +14,15 @@ from ..run_cache import RunCache
 from .common import Link
 from .forensics import (
     Logged,
-    TokenStats,
+    SampleStats,
     check_sort,
     sample_documents,
     sample_padding_warning,
+    sample_stats,
     sort_links,
     sort_samples,
     source_label,
     step_padding_warning,
-    token_stats,
 )
 from .mixture import StepMixView, step_mixture
 from .steps import verdict
@@ -58,6 +58,9 @@ class StepSample:
     padding: int
     url: str
     padding_warning: str | None = None
+    #: A rollout's reward and advantage (an episode's return as its reward); ``None`` for other samples.
+    reward: float | None = None
+    advantage: float | None = None
 
 
 @dataclass
@@ -78,6 +81,8 @@ class StepPage:
     title: str = html_only("")
     crumbs: list[Link] = html_only(default_factory=list)
     sorts: list[Link] = html_only(default_factory=list)
+    #: Whether the step's samples carry rewards (rollouts, episodes): the table then shows reward and advantage.
+    rewards: bool = html_only(False)
 
 
 def step_page(catalog: Catalog, runs: RunCache, name: str, step: int, *, sort: str | None = None) -> StepPage:
@@ -88,12 +93,12 @@ def step_page(catalog: Catalog, runs: RunCache, name: str, step: int, *, sort: s
     order = check_sort(sort, "loss")
     shares = []
     samples: list[StepSample] = []
-    every: list[TokenStats] = []
+    every: list[SampleStats] = []
     batches: list[Batch] = []
     for rank in range(world_size):
         batch = runs.batch(run, step, rank)
         batches.append(batch)
-        stats = [token_stats(s.inputs) for s in batch.samples]
+        stats = [sample_stats(run, s) for s in batch.samples]
         every += stats
         metrics = run.ledger.metrics(step, rank, world_size)
         logged = Logged.of(metrics, len(batch))
@@ -127,9 +132,12 @@ def step_page(catalog: Catalog, runs: RunCache, name: str, step: int, *, sort: s
                 padding=stats[position].padding,
                 url=urls.rank(run.name, step, rank) + urls.sample_anchor(position),
                 padding_warning=sample_padding_warning(stats[position]),
+                reward=stats[position].reward,
+                advantage=stats[position].advantage,
             )
             for position, sample in enumerate(batch.samples)
         ]
+    rewards = any(s.reward is not None for s in samples)
     ranked = sort_samples(
         samples,
         order,
@@ -137,6 +145,8 @@ def step_page(catalog: Catalog, runs: RunCache, name: str, step: int, *, sort: s
         length=lambda s: s.tokens - s.padding,
         source=lambda s: s.source,
         position=lambda s: (s.rank, s.position),
+        reward=lambda s: s.reward,
+        advantage=lambda s: s.advantage,
     )
     return StepPage(
         run=run.name,
@@ -154,5 +164,6 @@ def step_page(catalog: Catalog, runs: RunCache, name: str, step: int, *, sort: s
         mix=step_mixture(step_mix(run, step, batches)),
         title=f"{run.name} · step {step}",
         crumbs=[Link("runs", urls.home()), Link(run.name, urls.run(run.name)), Link(f"step {step}", urls.step(run.name, step))],
-        sorts=sort_links(urls.step(run.name, step), order),
+        sorts=sort_links(urls.step(run.name, step), order, rewards=rewards),
+        rewards=rewards,
     )

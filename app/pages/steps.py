@@ -23,6 +23,7 @@ from .forensics import (
     check_sort,
     sample_documents,
     sample_padding_warning,
+    sample_stats,
     scalar_metrics,
     sort_links,
     sort_samples,
@@ -102,6 +103,9 @@ class SampleEntry:
     padding: int = 0
     all_padding: bool = False
     padding_warning: str | None = None
+    #: A rollout's reward and advantage (an episode's return as its reward); ``None`` for other samples.
+    reward: float | None = None
+    advantage: float | None = None
     #: What "copy link" copies, one URL a line: ``step_url``, then the permanent dataset URL of every document in it.
     copy_urls: str = html_only("")
     copy_title: str = html_only("")
@@ -234,7 +238,7 @@ def _sample_entry(
     doc = sample.documents[0]
     version = run.version(doc.source)
     padding_only = not sample_documents(sample)
-    stats = token_stats(sample.inputs)
+    stats = sample_stats(run, sample)
     documents = [_document_entry(run, d) for d in sample_documents(sample)]
     step_url = urls.rank(run.name, batch.step, batch.rank) + urls.sample_anchor(position)
     place = InputPlace(
@@ -283,6 +287,8 @@ def _sample_entry(
         padding=stats.padding,
         all_padding=padding_only,
         padding_warning=sample_padding_warning(stats),
+        reward=stats.reward,
+        advantage=stats.advantage,
         copy_urls="\n".join(dict.fromkeys([step_url, *(d.url for d in documents)])),
         copy_title=_copy_title(len(documents)),
         version_url=urls.version(doc.address.dataset, doc.address.version),
@@ -376,6 +382,8 @@ def rank_page(
         length=lambda s: s.tokens - s.padding,
         source=lambda s: "padding" if s.all_padding else s.source,
         position=lambda s: (s.position,),
+        reward=lambda s: s.reward,
+        advantage=lambda s: s.advantage,
     )
     return RankPage(
         run=run.name,
@@ -394,7 +402,7 @@ def rank_page(
         against=compare_against(run, batch, against) if against else None,
         sort=order,
         padding_warning=step_padding_warning([token_stats(s.inputs) for s in batch.samples], what="batch"),
-        sorts=sort_links(urls.rank(run.name, step, rank), order),
+        sorts=sort_links(urls.rank(run.name, step, rank), order, rewards=any(s.reward is not None for s in samples)),
         ranks=[Link(f"rank {r}", urls.rank(run.name, step, r), "current" if r == rank else None) for r in range(world_size)],
         views=batch_views(batch, run),
         title=f"{run.name} · step {step} · rank {rank}",
