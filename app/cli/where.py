@@ -47,7 +47,7 @@ def where(
             if entry.error:
                 console.print(f"[bold]{escape(entry.run)}[/]: [red]{escape(entry.error)}[/]")
                 continue
-            console.print(f"[bold]{escape(entry.run)}[/]: {entry.epochs} epoch(s) reached", highlight=False)
+            console.print(f"[bold]{escape(entry.run)}[/]: {escape(entry.summary)}", highlight=False)
             if not entry.reads:
                 console.print("  no reads in the epochs listed", style="dim")
             for read in entry.reads:  # one line each, the URL whole so it can be copied

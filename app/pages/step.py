@@ -83,6 +83,10 @@ class StepPage:
     sorts: list[Link] = html_only(default_factory=list)
     #: Whether the step's samples carry rewards (rollouts, episodes): the table then shows reward and advantage.
     rewards: bool = html_only(False)
+    #: What the ranks table counts: its samples (``sequences`` of a packed run) and, per source, their documents.
+    unit: str = html_only("samples")
+    sources_label: str = html_only("")
+    sources_help: str = html_only("")
 
 
 def step_page(catalog: Catalog, runs: RunCache, name: str, step: int, *, sort: str | None = None) -> StepPage:
@@ -138,6 +142,7 @@ def step_page(catalog: Catalog, runs: RunCache, name: str, step: int, *, sort: s
             for position, sample in enumerate(batch.samples)
         ]
     rewards = any(s.reward is not None for s in samples)
+    packed = run.plan.pack is not None
     ranked = sort_samples(
         samples,
         order,
@@ -166,4 +171,9 @@ def step_page(catalog: Catalog, runs: RunCache, name: str, step: int, *, sort: s
         crumbs=[Link("runs", urls.home()), Link(run.name, urls.run(run.name)), Link(f"step {step}", urls.step(run.name, step))],
         sorts=sort_links(urls.step(run.name, step), order, rewards=rewards),
         rewards=rewards,
+        unit="sequences" if packed else "samples",
+        sources_label="documents per source" if packed else "samples per source",
+        sources_help="documents with tokens in this rank's sequences, per source (a sequence can hold several)"
+        if packed
+        else "this rank's samples, per source",
     )
