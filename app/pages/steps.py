@@ -106,8 +106,8 @@ class SampleEntry:
     #: A rollout's reward and advantage (an episode's return as its reward); ``None`` for other samples.
     reward: float | None = None
     advantage: float | None = None
-    #: What "copy link" copies, one URL a line: ``step_url``, then the permanent dataset URL of every document in it.
-    copy_urls: str = html_only("")
+    #: What "copy link" copies: ``step_url``, this sample at this step and rank (each document's permalink is its key link).
+    copy_url: str = html_only("")
     copy_title: str = html_only("")
     version_url: str = html_only("")
     field_blocks: list[FieldBlock] = html_only(default_factory=list)
@@ -289,8 +289,8 @@ def _sample_entry(
         padding_warning=sample_padding_warning(stats),
         reward=stats.reward,
         advantage=stats.advantage,
-        copy_urls="\n".join(dict.fromkeys([step_url, *(d.url for d in documents)])),
-        copy_title=_copy_title(len(documents)),
+        copy_url=step_url,
+        copy_title="copies this sample's URL at this step and rank",
         version_url=urls.version(doc.address.dataset, doc.address.version),
         field_blocks=field_blocks,
         input_blocks=blocks,
@@ -308,14 +308,6 @@ def _sample_entry(
             position=position,
         ),
     )
-
-
-def _copy_title(documents: int) -> str:
-    """The hover text of a sample's "copy link" button: what it copies."""
-    if documents == 0:
-        return "copies this sample's URL at this step and rank (it holds no document)"
-    what = "this sample's permanent dataset URL" if documents == 1 else f"the permanent dataset URLs of its {documents} documents"
-    return f"copies this sample's URL at this step and rank, and {what}"
 
 
 def _document_entry(run: Run, d: Document) -> DocumentEntry:
