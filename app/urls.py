@@ -186,6 +186,16 @@ def flag(flag_id: int) -> str:
     return f"/flags/{int(flag_id)}"
 
 
+def flag_edit(flag_id: int) -> str:
+    """Where the flag page's edit form posts (a note and tags)."""
+    return f"{flag(flag_id)}/edit"
+
+
+def flag_delete(flag_id: int) -> str:
+    """Where the flag page's delete form posts."""
+    return f"{flag(flag_id)}/delete"
+
+
 def flags_jsonl(**query: Any) -> str:
     """``/flags.jsonl``: every flag (filtered like ``/flags``) as JSON lines."""
     return with_query("/flags.jsonl", **query)

@@ -1,4 +1,5 @@
-"""Routes of flags: the list and one flag (pages + JSON), flagging from a form (htmx) or JSON, and exports."""
+"""Routes of flags: the list and one flag (pages + JSON), flagging from a form (htmx) or JSON, editing and deleting a
+flag (its page's forms, or PATCH and DELETE on its JSON), and exports."""
 
 from __future__ import annotations
 
@@ -17,9 +18,9 @@ from loaders.errors import BatchscopeError
 from .. import urls
 from ..deps import CatalogDep, FlagsDep, RunsDep
 from ..errors import ERROR_RESPONSES
-from ..flags import Flag, FlagFilter, FlagStore
+from ..flags import Flag, FlagFilter, FlagNotFound, FlagStore
 from ..jsonable import jsonable
-from ..pages.flags import FlagPage, FlagsPage, flag_page, flags_page
+from ..pages.flags import FlagPage, FlagsPage, flag_page, flag_view, flags_page
 from ..pages.sample import FlagForm, flag_form
 from ..responses import VARY, respond, wants_fragment
 from ..routing import bytes_answer, page
@@ -72,6 +73,13 @@ def _store(catalog: Catalog, store: FlagStore, flag: FlagIn) -> tuple[Flag, obje
         position=flag.position,
     )
     return stored, version
+
+
+class FlagEdit(BaseModel):
+    """A flag's new note and/or tags (a field left out is kept)."""
+
+    note: str | None = Field(default=None, max_length=10_000)
+    tags: list[str] | str | None = None
 
 
 def _position_of(catalog: Catalog, flag: FlagIn) -> int | None:
@@ -189,3 +197,47 @@ def _form_response(request: Request, form: FlagForm, status: int) -> HTMLRespons
 def flag_from_json(flag: FlagIn, catalog: CatalogDep, store: FlagsDep) -> JSONResponse:
     stored, _ = _store(catalog, store, flag)
     return JSONResponse(jsonable(stored), status_code=201, headers={**VARY, "Location": stored.url})
+
+
+FlagId = Annotated[int, Path(ge=0, le=MAX_INT, description="The flag's id.")]
+FLAG_ANSWER = {200: {"model": response_model(Flag), "description": "The flag, as it is now (or was, when deleted)"}}
+
+
+@router.patch("/api/flags/{flag_id}", summary="Edit a flag's note and tags", tags=["flags"], responses=FLAG_ANSWER)
+def edit_flag(flag_id: FlagId, edit: FlagEdit, store: FlagsDep) -> JSONResponse:
+    flag = store.update(flag_id, note=edit.note, tags=edit.tags)
+    return JSONResponse(jsonable(flag), headers=VARY)
+
+
+@router.delete("/api/flags/{flag_id}", summary="Delete a flag", tags=["flags"], responses=FLAG_ANSWER)
+def delete_flag(flag_id: FlagId, store: FlagsDep) -> JSONResponse:
+    return JSONResponse(jsonable(store.delete(flag_id)), headers=VARY)
+
+
+@router.post("/flags/{flag_id}/edit", include_in_schema=False, response_class=HTMLResponse)
+def edit_flag_from_form(
+    request: Request,
+    flag_id: FlagId,
+    store: FlagsDep,
+    note: Annotated[str, Form(max_length=10_000)] = "",
+    tags: Annotated[str, Form(max_length=2_000)] = "",
+) -> Response:
+    """The flag page's edit form: htmx swaps in the flag's panel (with the error, if any), a plain POST redirects to it."""
+    try:
+        flag = store.update(flag_id, note=note, tags=tags)
+    except BatchscopeError as exc:
+        if not wants_fragment(request) or isinstance(exc, FlagNotFound):
+            raise
+        return respond(request, flag_view(store.get(flag_id), error=exc.message), template="flag.html", block="flag", status=exc.status)
+    if not wants_fragment(request):
+        return RedirectResponse(flag.url, status_code=303, headers=VARY)
+    return respond(request, flag_view(flag, message="saved"), template="flag.html", block="flag")
+
+
+@router.post("/flags/{flag_id}/delete", include_in_schema=False, response_class=HTMLResponse)
+def delete_flag_from_form(request: Request, flag_id: FlagId, store: FlagsDep) -> Response:
+    """The flag page's delete form: back to the flag list (htmx is told to go there)."""
+    store.delete(flag_id)
+    if wants_fragment(request):
+        return HTMLResponse("", headers={**VARY, "HX-Redirect": urls.flags()})
+    return RedirectResponse(urls.flags(), status_code=303, headers=VARY)

@@ -32,6 +32,8 @@ TABLE = [
     (urls.api(urls.flags()), "/api/flags"),
     (urls.flag(7), "/flags/{flag_id}"),
     (urls.api(urls.flag(7)), "/api/flags/{flag_id}"),
+    (urls.flag_edit(7), "/flags/{flag_id}/edit"),
+    (urls.flag_delete(7), "/flags/{flag_id}/delete"),
     (urls.flags_jsonl(), "/flags.jsonl"),
     (urls.flags_keys(), "/flags/keys.txt"),
     (urls.media("web-text", V, "k/1", "image"), "/media/datasets/{name}/versions/{version}/samples/{key:path}"),
