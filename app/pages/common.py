@@ -9,7 +9,7 @@ from loaders.errors import RankOutOfRange
 
 from ..links import Link
 
-__all__ = ["Link", "Pager", "check_rank"]  # Link lives in app.links (error pages use it too); pages import it here
+__all__ = ["Link", "Pager", "check_rank", "rank_crumbs"]  # Link lives in app.links (error pages use it too); pages import it here
 
 if TYPE_CHECKING:
     from loaders import Run
@@ -33,3 +33,15 @@ def check_rank(run: Run, step: int, rank: int) -> int:
     if not 0 <= rank < world_size:
         raise RankOutOfRange(f"rank {rank} is not below the world size {world_size} in force at step {step} of run {run.name}")
     return world_size
+
+
+def rank_crumbs(run: str, step: int, rank: int) -> list[Link]:
+    """The breadcrumbs down to a step/rank page: runs, the run, the step, the rank."""
+    from .. import urls
+
+    return [
+        Link("runs", urls.home()),
+        Link(run, urls.run(run)),
+        Link(f"step {step}", urls.step(run, step)),
+        Link(f"rank {rank}", urls.rank(run, step, rank)),
+    ]

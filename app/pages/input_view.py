@@ -12,7 +12,7 @@ from ..jsonable import html_only
 from ..renderers.inputs import InputPlace, input_blocks
 from ..renderers.registry import View
 from ..run_cache import RunCache
-from .common import Link, check_rank
+from .common import Link, check_rank, rank_crumbs
 from .forensics import Logged
 
 
@@ -64,12 +64,5 @@ def input_page(catalog: Catalog, runs: RunCache, name: str, step: int, rank: int
         sample_url=sample_url,
         view=block.view,
         title=f"{block.column} · {run.name} · step {step} · rank {rank} · #{position}",
-        crumbs=[
-            Link("runs", urls.home()),
-            Link(run.name, urls.run(run.name)),
-            Link(f"step {step}", urls.step(run.name, step)),
-            Link(f"rank {rank}", urls.rank(run.name, step, rank)),
-            Link(f"#{position}", sample_url),
-            Link(block.column, block.fragment_url),
-        ],
+        crumbs=[*rank_crumbs(run.name, step, rank), Link(f"#{position}", sample_url), Link(block.column, block.fragment_url)],
     )

@@ -17,7 +17,7 @@ from ..renderers.inputs import InputBlock, InputPlace, TokenValues, input_blocks
 from ..renderers.registry import View
 from ..run_cache import RunCache
 from .batch_views import batch_views
-from .common import Link, check_rank
+from .common import Link, check_rank, rank_crumbs
 from .forensics import (
     Logged,
     check_sort,
@@ -398,12 +398,7 @@ def rank_page(
         ranks=[Link(f"rank {r}", urls.rank(run.name, step, r), "current" if r == rank else None) for r in range(world_size)],
         views=batch_views(batch, run),
         title=f"{run.name} · step {step} · rank {rank}",
-        crumbs=[
-            Link("runs", urls.home()),
-            Link(run.name, urls.run(run.name)),
-            Link(f"step {step}", urls.step(run.name, step)),
-            Link(f"rank {rank}", urls.rank(run.name, step, rank)),
-        ],
+        crumbs=rank_crumbs(run.name, step, rank),
     )
 
 
