@@ -112,7 +112,7 @@ class VerificationState:
         return self.status == "mismatch"
 
 
-NOT_VERIFIED = VerificationState("not verified", "not verified: `batchscope verify` has not checked this ledger")
+NOT_VERIFIED = VerificationState("not verified", "not verified: batchscope verify has not checked this ledger")
 
 
 def record_path(root: str, run: str) -> str:
@@ -174,10 +174,10 @@ def verification_state(root: str, run: RecordedRun) -> VerificationState:
             mismatched=total,
         )
     if not _only_grew(record.ledger, ledger.signature()):
-        return VerificationState("not verified", "not verified: the ledger changed since `batchscope verify` checked it")
+        return VerificationState("not verified", "not verified: the ledger changed since batchscope verify checked it")
     if record.exit_code == EXIT_VERIFIED:
         checked = sum(record.counts.values())
         return VerificationState("verified", f"✓ verified: {checked} (step, rank) of {steps} (batchscope verify, {record.time})")
     if record.exit_code == EXIT_MISMATCH:  # every mismatched record was rewritten since
-        return VerificationState("not verified", "not verified: the mismatched ledger records changed since `batchscope verify`")
+        return VerificationState("not verified", "not verified: the mismatched ledger records changed since batchscope verify")
     return VerificationState(record.meaning, f"! {record.meaning}: {steps} (batchscope verify exit {record.exit_code}, {record.time})")
