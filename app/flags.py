@@ -9,6 +9,10 @@ flags.
 >>> flag = store.add(dataset="web", version="ab12...", key="k7", note="spam", tags=["spam"])  # doctest: +SKIP
 >>> [f.key for f in store.list(tag="spam")]                     # doctest: +SKIP
 ['k7']
+>>> store.update(flag.id, note="spam, twice").note                # doctest: +SKIP
+'spam, twice'
+>>> store.delete(flag.id).id == flag.id                         # doctest: +SKIP
+True
 """
 
 from __future__ import annotations
@@ -81,6 +85,8 @@ class Flag:
     url: str = ""
     sample_url: str = ""
     context_url: str | None = None
+    #: When the note or tags were last edited (``None``: never).
+    updated: str | None = None
 
 
 @dataclass
@@ -194,6 +200,36 @@ class FlagStore:
             db.executemany("INSERT INTO flag_tags (flag_id, tag) VALUES (?, ?)", [(flag_id, t) for t in tag_list])
         return self.get(flag_id)
 
+    def update(self, flag_id: int, *, note: str | None = None, tags: Iterable[str] | str | None = None) -> Flag:
+        """Change a flag's note and/or tags (``None`` keeps them) and return it; its sample and context never change."""
+        if note is not None and len(note) > MAX_NOTE:
+            raise InvalidName(f"note is {len(note):,} characters; at most {MAX_NOTE:,}")
+        tag_list = parse_tags(tags) if tags is not None else None
+        updated = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+        with self._write() as db:
+            if db.execute("SELECT 1 FROM flags WHERE id = ?", (flag_id,)).fetchone() is None:
+                raise self._missing(flag_id, db)
+            if note is not None:
+                db.execute("UPDATE flags SET note = ?, updated = ? WHERE id = ?", (note, updated, flag_id))
+            if tag_list is not None:
+                db.execute("DELETE FROM flag_tags WHERE flag_id = ?", (flag_id,))
+                db.executemany("INSERT INTO flag_tags (flag_id, tag) VALUES (?, ?)", [(flag_id, t) for t in tag_list])
+                db.execute("UPDATE flags SET updated = ? WHERE id = ?", (updated, flag_id))
+        return self.get(flag_id)
+
+    def delete(self, flag_id: int) -> Flag:
+        """Remove a flag (and its tags); returns it as it was."""
+        flag = self.get(flag_id)
+        with self._write() as db:
+            db.execute("DELETE FROM flag_tags WHERE flag_id = ?", (flag_id,))
+            if db.execute("DELETE FROM flags WHERE id = ?", (flag_id,)).rowcount == 0:
+                raise self._missing(flag_id, db)
+        return flag
+
+    def _missing(self, flag_id: int, db: sqlite3.Connection) -> FlagNotFound:
+        count = int(db.execute("SELECT COUNT(*) FROM flags").fetchone()[0])
+        return FlagNotFound(f"no flag {flag_id} in {self.path} ({count} flags stored)")
+
     def get(self, flag_id: int) -> Flag:
         """One flag by id."""
         found = self._select("WHERE f.id = ?", [flag_id], limit=1)
@@ -264,6 +300,7 @@ class FlagStore:
     def _select(self, clause: str, params: list[object], *, limit: int) -> list[Flag]:
         sql = (
             "SELECT f.id, f.dataset, f.version, f.key, f.note, f.created, f.run, f.step, f.rank, f.sample_index, f.position,"
+            " f.updated,"
             " (SELECT json_group_array(tag) FROM (SELECT tag FROM flag_tags WHERE flag_id = f.id ORDER BY rowid))"
             f" FROM flags f {clause} ORDER BY f.id DESC LIMIT ?"
         )
@@ -292,13 +329,14 @@ def _where(where: FlagFilter, before: int | None) -> tuple[str, list[object]]:
 def _migrate(connection: sqlite3.Connection) -> None:
     """Bring a database made by an older version up to the schema (columns are only ever added)."""
     columns = {row[1] for row in connection.execute("PRAGMA table_info(flags)")}
-    if "position" not in columns:
-        with contextlib.suppress(sqlite3.OperationalError):  # another process added it first
-            connection.execute("ALTER TABLE flags ADD COLUMN position INTEGER")
+    for column, kind in (("position", "INTEGER"), ("updated", "TEXT")):
+        if column not in columns:
+            with contextlib.suppress(sqlite3.OperationalError):  # another process added it first
+                connection.execute(f"ALTER TABLE flags ADD COLUMN {column} {kind}")
 
 
 def _flag(row: tuple) -> Flag:
-    flag_id, dataset, version, key, note, created, run, step, rank, index, position, tags = row
+    flag_id, dataset, version, key, note, created, run, step, rank, index, position, updated, tags = row
     context = None
     if run is not None and step is not None and rank is not None:
         # The anchor is the sample's position in the rank's batch; flags stored before positions were kept link
@@ -320,4 +358,5 @@ def _flag(row: tuple) -> Flag:
         url=urls.flag(flag_id),
         sample_url=urls.sample(dataset, version, key),
         context_url=context,
+        updated=updated,
     )

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import ipaddress
+import signal
 import sys
 
 from .settings import Settings
@@ -43,21 +45,33 @@ def startup_lines(settings: Settings) -> list[str]:
 
 
 def run_server(settings: Settings) -> None:
-    """Serve the inspector until interrupted."""
+    """Serve the inspector until interrupted, its address recorded in the catalog root (:mod:`app.listen`).
+
+    The socket is bound here, before the server starts: a port in use is :class:`app.listen.PortInUse`.
+    """
+    import dataclasses
     import os
 
     import uvicorn
+    from uvicorn.supervisors import Multiprocess
 
     from .factory import create_app
     from .http_protocol import PROTOCOL
+    from .listen import bind, recorded
 
     settings = settings.with_form_secret()  # one secret for every worker, so a form from one is accepted by all
     app = create_app(settings)  # built here too, so bad settings or catalogs fail before binding
+    sock = bind(settings.host, settings.port)
+    settings = dataclasses.replace(settings, port=sock.getsockname()[1])  # port 0: the one the system chose
     for line in startup_lines(settings):
         print(line, file=sys.stderr if line.startswith("warning") else sys.stdout, flush=True)
     os.environ.update(settings.to_env())  # worker processes (and the protocol's header timeout) read these
     options = {"host": settings.host, "port": settings.port, "log_level": "warning", "access_log": False, "http": PROTOCOL}
-    if settings.processes == 1:
-        uvicorn.run(app, **options)
-        return
-    uvicorn.run("app.factory:create_app", factory=True, workers=settings.processes, **options)
+    # uvicorn stops on SIGTERM, then raises it again under the handler it found: exit cleanly, so the record is removed.
+    signal.signal(signal.SIGTERM, lambda number, frame: sys.exit(0))
+    with recorded(settings.root, settings.url), sock, contextlib.suppress(KeyboardInterrupt):
+        if settings.processes == 1:
+            uvicorn.Server(uvicorn.Config(app, **options)).run(sockets=[sock])
+            return
+        config = uvicorn.Config("app.factory:create_app", factory=True, workers=settings.processes, **options)
+        Multiprocess(config, sockets=[sock]).run()

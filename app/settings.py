@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
 import secrets
 import types
 import typing
@@ -42,6 +43,11 @@ class Settings:
     port: int = _setting(8000, "TCP port to listen on.")
     token: Optional[str] = _setting(
         None, "Access token; when set every page but static files needs it (Bearer header, or the cookie the login page sets)."
+    )
+    base_url: str = _setting(
+        "",
+        "URL every link the commands print starts with (a proxy's, say); empty means the address batchscope serve "
+        "recorded in the catalog root while it runs, else http://HOST:PORT.",
     )
     page_size: int = _setting(50, "Rows per page of a dataset listing and of search results.")
     search_seconds: float = _setting(2.0, "Time budget of one search page; a page that runs out links to where the scan stopped.")
@@ -129,6 +135,8 @@ class Settings:
                 raise InvalidSetting(f"setting {name} ({env_name(name)}) = {getattr(self, name)!r} is out of range: {_RANGES[name]}")
         if not self.root:
             raise InvalidSetting(f"setting root ({env_name('root')}) must not be empty")
+        if self.base_url and not re.match(r"^https?://[^\s/?#]+(/[^\s?#]*)?$", self.base_url):
+            raise InvalidSetting(f"setting base_url ({env_name('base_url')}) = {self.base_url!r} is not an http(s) URL without query")
 
     @classmethod
     def from_env(cls, environ: typing.Mapping[str, str] | None = None, **overrides: Any) -> "Settings":
@@ -169,9 +177,15 @@ class Settings:
 
     @property
     def url(self) -> str:
-        """The address the server answers on."""
-        host = f"[{self.host}]" if ":" in self.host else self.host
-        return f"http://{host}:{self.port}"
+        """The address links to this server start with: ``base_url`` when set, else ``http://HOST:PORT`` as a browser on
+        this machine opens it (a server bound to every interface, ``0.0.0.0``, is reached at ``127.0.0.1``).
+
+        >>> Settings(host="0.0.0.0", port=8765).url, Settings(base_url="https://scope.example/team").url
+        ('http://127.0.0.1:8765', 'https://scope.example/team')
+        """
+        from .listen import listening_url
+
+        return self.base_url.rstrip("/") if self.base_url else listening_url(self.host, self.port)
 
 
 _RANGES = {

@@ -11,6 +11,7 @@ import jinja2
 from jinja2.bccache import Bucket, BytecodeCache
 
 from loaders.catalog.kinds import PICTURE_KINDS
+from loaders.rl.facts import number_text
 from loaders.run.kinds import CLAIMS
 
 from . import urls
@@ -88,6 +89,7 @@ FILTERS = {
     "bytes": human_bytes,
     "count": count,
     "percent": percent,
+    "number": number_text,
     "short_id": short_id,
     "visible": visible,
     "segments": segments_html,

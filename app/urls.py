@@ -83,6 +83,16 @@ def home() -> str:
     return "/"
 
 
+def runs() -> str:
+    """``/runs``: every run with its progress and status."""
+    return "/runs"
+
+
+def datasets() -> str:
+    """``/datasets``: every dataset with its latest version."""
+    return "/datasets"
+
+
 def run(run_: str) -> str:
     """``/runs/{run}``: plan, sources, world-size history and metric curves."""
     return f"/runs/{_q(run_)}"
@@ -191,6 +201,16 @@ def flags(**query: Any) -> str:
 def flag(flag_id: int) -> str:
     """``/flags/{id}``: one flag's permanent page."""
     return f"/flags/{int(flag_id)}"
+
+
+def flag_edit(flag_id: int) -> str:
+    """Where the flag page's edit form posts (a note and tags)."""
+    return f"{flag(flag_id)}/edit"
+
+
+def flag_delete(flag_id: int) -> str:
+    """Where the flag page's delete form posts."""
+    return f"{flag(flag_id)}/delete"
 
 
 def flags_jsonl(**query: Any) -> str:

@@ -12,8 +12,8 @@ from typing import Callable
 from loaders import Catalog
 
 #: Builders in dependency order (web-text trains the tokenizer the others use).
-DATASETS = ("text", "chat", "rollouts", "images", "videos", "episodes")
-FORMAT = 4  # 4: the pretraining run logs per-token losses
+DATASETS = ("text", "chat", "rollouts", "images", "videos", "episodes", "audio")
+FORMAT = 5  # 4: the pretraining run logs per-token losses; 5: sounds, demo-episodes, per-rollout losses
 
 
 def build_demo(root: str, *, seed: int = 0, log: Callable[[str], None] = print) -> Catalog:
@@ -24,9 +24,9 @@ def build_demo(root: str, *, seed: int = 0, log: Callable[[str], None] = print) 
         module = importlib.import_module(f"{__name__}.{module_name}")
         module.build(catalog, seed=seed)
         log(f"  built {module_name} datasets in {time.monotonic() - started:.1f}s")
-    from .runs import train_multimodal, train_pretrain, train_rl
+    from .runs import train_episodes, train_multimodal, train_pretrain, train_rl
 
-    for train in (train_pretrain, train_multimodal, train_rl):
+    for train in (train_pretrain, train_multimodal, train_rl, train_episodes):
         started = time.monotonic()
         train(catalog, seed, log)
         log(f"  trained in {time.monotonic() - started:.1f}s")

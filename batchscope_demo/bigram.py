@@ -68,3 +68,43 @@ class LinearAutoencoder:
         self.decoder -= self.lr * np.clip(grad_decoder, -1, 1)
         self.encoder -= self.lr * np.clip(grad_encoder, -1, 1)
         return float(per_sample.mean()), [float(v) for v in per_sample]
+
+
+class TabularPolicy:
+    """A softmax policy over the 4 gridworld actions per environment, trained by REINFORCE on recorded episodes.
+
+    Each episode's loss is ``-(return - baseline) * sum_t log pi(a_t | env)``, the baseline being the mean return of
+    every episode the step read (all ranks), so the logged per-episode losses say which episodes pushed the policy.
+    """
+
+    def __init__(self, *, actions: int = 4, lr: float = 0.05) -> None:
+        self.actions = actions
+        self.lr = lr
+        self.logits: dict[str, np.ndarray] = {}
+
+    def _log_pi(self, env: str) -> np.ndarray:
+        logits = self.logits.setdefault(env, np.zeros(self.actions, dtype=np.float64))
+        shifted = logits - logits.max()
+        return shifted - np.log(np.exp(shifted).sum())
+
+    def step(self, ranks: list[list[dict]]) -> tuple[list[float], list[list[float]]]:
+        """One update from every rank's episodes; returns each rank's mean loss and its per-episode losses."""
+        returns = [float(r["return"]) for records in ranks for r in records]
+        baseline = float(np.mean(returns)) if returns else 0.0
+        grads: dict[str, np.ndarray] = {}
+        losses, per_sample = [], []
+        for records in ranks:
+            rank_losses = []
+            for record in records:
+                env, actions = str(record["env"]), np.asarray(record["episode"]["actions"], dtype=np.int64)
+                log_pi = self._log_pi(env)
+                advantage = float(record["return"]) - baseline
+                rank_losses.append(-advantage * float(log_pi[actions].sum()))
+                counts = np.bincount(actions, minlength=self.actions).astype(np.float64)
+                grad = grads.setdefault(env, np.zeros(self.actions))
+                grad += advantage * (counts - len(actions) * np.exp(log_pi))  # d(advantage * log-likelihood)/d(logits)
+            losses.append(float(np.mean(rank_losses)) if rank_losses else 0.0)
+            per_sample.append(rank_losses)
+        for env, grad in grads.items():
+            self.logits[env] = self.logits[env] + self.lr * grad / max(1, len(returns))
+        return losses, per_sample

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Callable
+from typing import Any, Callable
 
 import numpy as np
 
 from loaders import Batch, Catalog, Pack, RandomResizedCrop, ReadPlan, Run, SampleFrames, Shuffle, Source, Tokenize, UseTokens
 
-from .bigram import LinearAutoencoder, OnlineBigram
+from .bigram import LinearAutoencoder, OnlineBigram, TabularPolicy
 
 Log = Callable[[str], None]
 
@@ -123,17 +123,19 @@ def rl_plan(seed: int) -> ReadPlan:
     )
 
 
-def rl_metrics(batch: Batch) -> dict[str, float]:
-    """What an RL trainer logs per step: mean reward, zero-variance group share, truncation rate, a PG surrogate loss."""
+def rl_metrics(batch: Batch) -> dict[str, Any]:
+    """What an RL trainer logs per step: mean reward, zero-variance group share, truncation rate, a PG surrogate loss
+    (the mean of each rollout's, logged per rollout as ``sample_loss``)."""
     rollouts = [s.record["rollout"] for s in batch.samples]
     rewards = np.array([float(r["reward"]) for r in rollouts])
     groups: dict[str, list[float]] = {}
     for r in rollouts:
         groups.setdefault(str(r["group_id"]), []).append(float(r["reward"]))
     zero_variance = sum(1 for g in groups.values() if len(g) > 1 and max(g) == min(g)) / max(1, len(groups))
-    surrogate = -float(np.mean([float(r["advantage"]) * float(np.mean(r["logprobs"] or [0.0])) for r in rollouts]))
+    per_rollout = [-float(r["advantage"]) * float(np.mean(r["logprobs"] or [0.0])) for r in rollouts]
     return {
-        "loss": surrogate,
+        "loss": float(np.mean(per_rollout)),
+        "sample_loss": per_rollout,
         "mean_reward": float(rewards.mean()),
         "zero_variance_share": zero_variance,
         "truncation_rate": float(np.mean([r["finish_reason"] == "length" for r in rollouts])),
@@ -147,4 +149,35 @@ def train_rl(catalog: Catalog, seed: int, log: Log) -> Run:
     with run.reader(0, 1, flush_seconds=0.5) as reader:
         for batch in reader:
             reader.log(batch.step, **rl_metrics(batch))
+    return run
+
+
+def episodes_plan(seed: int) -> ReadPlan:
+    """Policy-gradient updates over recorded ``episodes``: 4 episodes per step, 3 epochs, shuffled."""
+    return ReadPlan([Source("episodes@v1")], seed=seed, global_batch_size=4, epochs=3, streams=2)
+
+
+def train_episodes(catalog: Catalog, seed: int, log: Log) -> Run:
+    """``demo-episodes``: REINFORCE on a tabular policy from the gridworld episodes, on 2 ranks.
+
+    Each episode's loss is ``-(return - batch mean) * sum_t log pi(a_t | env)``; the ranks log it per episode, with
+    the mean return and the share of episodes that reached the goal.
+    """
+    run = catalog.create_run("demo-episodes", episodes_plan(seed), exist_ok=True)
+    policy = TabularPolicy()
+
+    def step(batches: list[Batch]) -> StepResult:
+        episodes = [[s.record for s in batch.samples] for batch in batches]
+        losses, per_sample = policy.step(episodes)
+        extra = [
+            {
+                "mean_return": float(np.mean([float(r["return"]) for r in records])),
+                "success_rate": float(np.mean([r["termination"] == "goal" for r in records])),
+            }
+            for records in episodes
+        ]
+        return losses, per_sample, extra
+
+    log(f"  training demo-episodes: {run.total_steps} steps on 2 ranks")
+    _train(run, 2, range(0, run.total_steps), step)
     return run

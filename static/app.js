@@ -19,11 +19,9 @@
     });
   }
 
-  // data-copy holds one URL or several, one a line; each is copied absolute.
+  // data-copy holds one URL; it is copied absolute, and nothing else is.
   function copyLink(button) {
-    var url = button.dataset.copy.split("\n").filter(Boolean).map(function (line) {
-      return new URL(line, window.location.href).href;
-    }).join("\n");
+    var url = new URL(button.dataset.copy, window.location.href).href;
     var label = button.textContent;
     copyText(url).then(function () {
       button.textContent = "copied ✓";

@@ -17,7 +17,7 @@ app = typer.Typer(
 datasets.install(app)
 serve.install(app)
 
-for _optional in ("importers", "runs", "show", "flags", "diff", "where", "attach", "tail", "query", "lint"):
+for _optional in ("importers", "runs", "show", "step", "flags", "diff", "where", "attach", "tail", "query", "lint"):
     try:
         module = __import__(f"app.cli.{_optional}", fromlist=["install"])
     except ModuleNotFoundError as exc:  # a command group not built yet

@@ -77,6 +77,11 @@ def open_catalog(root: str | None) -> Catalog:
 CANNOT_CHECK = 2
 
 
+def print_url(url: str) -> None:
+    """A URL on a line of its own, whole: never wrapped, cut or put inside a box, so it can be copied or clicked."""
+    console.print(url, soft_wrap=True, highlight=False, markup=False, overflow="ignore", crop=False)
+
+
 def print_error(message: str) -> None:
     """One ``error: ...`` line on stderr."""
     err_console.print(f"[bold red]error:[/] {message}", highlight=False, soft_wrap=True)

@@ -1,4 +1,4 @@
-"""CLI: list and export the inspector's flags without a server (``batchscope flags list|export``)."""
+"""CLI: list, edit, delete and export the inspector's flags without a server (``batchscope flags list|edit|delete|export``)."""
 
 from __future__ import annotations
 
@@ -11,9 +11,12 @@ from rich.table import Table
 from rich.text import Text
 
 from ..reveal import visible, visible_text
-from .common import RootOption, console, friendly_errors, open_catalog
+from .common import RootOption, console, friendly_errors, open_catalog, print_error
 
-flags_app = typer.Typer(help="Flagged samples: list them, export them as JSON lines or as a key file for --exclude.", no_args_is_help=True)
+flags_app = typer.Typer(
+    help="Flagged samples: list, edit and delete them, export them as JSON lines or as a key file for --exclude.",
+    no_args_is_help=True,
+)
 
 DatasetOption = Annotated[Optional[str], typer.Option("--dataset", "-d", help="Only flags of this dataset.")]
 TagOption = Annotated[Optional[str], typer.Option("--tag", "-t", help="Only flags with this tag.")]
@@ -64,3 +67,30 @@ def export(
             return
         for flag in store.iter_all(where):
             typer.echo(json.dumps(jsonable(flag), ensure_ascii=False))
+
+
+@flags_app.command("edit")
+def edit(
+    flag_id: Annotated[int, typer.Argument(metavar="ID", help="The flag's id (batchscope flags list shows them).")],
+    note: Annotated[Optional[str], typer.Option("--note", help="The new note.")] = None,
+    tags: Annotated[Optional[str], typer.Option("--tags", help="The new tags, comma-separated (replace the old ones).")] = None,
+    root: RootOption = None,
+) -> None:
+    """Change a flag's note and/or tags (what is not given is kept)."""
+    with friendly_errors(exit_code=2):
+        if note is None and tags is None:
+            print_error("give --note, --tags or both")
+            raise SystemExit(2)
+        flag = _store(root).update(flag_id, note=note, tags=tags)
+        console.print(Text(f"flag #{flag.id}: {visible_text(flag.note)} [{visible(', '.join(flag.tags))}]"))
+
+
+@flags_app.command("delete")
+def delete(
+    flag_id: Annotated[int, typer.Argument(metavar="ID", help="The flag's id (batchscope flags list shows them).")],
+    root: RootOption = None,
+) -> None:
+    """Delete a flag."""
+    with friendly_errors(exit_code=2):
+        flag = _store(root).delete(flag_id)
+        console.print(Text(f"deleted flag #{flag.id} of {flag.dataset}@{flag.version[:12]} {visible(flag.key)}"))

@@ -9,7 +9,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from loaders import Run
+from loaders import BatchscopeError, Run
 from loaders.run.kinds import claims
 from loaders.training.ledger import ledger_file_name
 from loaders.training.verification import (
@@ -62,13 +62,26 @@ def verify(
     run's are checked to still resolve to the rows it wrote down.
     """
     with friendly_errors(exit_code=EXIT_CANNOT_CHECK):
-        run = open_catalog(root).run(run_name)
+        catalog = open_catalog(root)
+        run = catalog.run(run_name)
         window = parse_steps(steps, run.known_steps) if steps else None
         for step in window or ():
             run.check_step(step)
         report = verify_run(run, window)
     _print_report(run, report)
+    _keep_record(catalog.root, run, report)
     sys.exit(report.exit_code)
+
+
+def _keep_record(root: str, run: Run, report: RunVerification) -> None:
+    """Keep the result beside the ledger, for the run and home pages' status; a catalog that cannot take it is noted."""
+    from loaders.training.verify_record import record_verification
+
+    try:
+        meaning = claims(run.kind).label if report.exit_code == EXIT_VERIFIED else EXIT_MEANINGS[report.exit_code]
+        record_verification(root, run, report, meaning=meaning)
+    except (BatchscopeError, OSError) as exc:
+        err_console.print(f"note: the result could not be kept for the inspector's pages ({exc})", highlight=False, soft_wrap=True)
 
 
 def _print_report(run: Run, report: RunVerification) -> None:

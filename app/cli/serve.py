@@ -51,11 +51,15 @@ def serve(
         ),
     ] = None,
 ) -> None:
-    """Serve the inspector over the catalog at ROOT (every BATCHSCOPE_* setting applies; see docs/inspector.md)."""
+    """Serve the inspector over the catalog at ROOT (every BATCHSCOPE_* setting applies; see docs/inspector.md).
+
+    Its address is recorded in ROOT (server.json) while it runs, so the links other commands print open it. A port
+    in use is one line naming it (exit 2).
+    """
     from app.server import run_server
     from app.settings import Settings
 
-    with friendly_errors():
+    with friendly_errors(exit_code=2):
         settings = Settings.from_env(root=cli_root(root), host=host, port=port, workers=workers, allowed_hosts=allowed_hosts)
         run_server(settings)
 

@@ -96,11 +96,11 @@ def _stored_bytes(value: Any) -> tuple[bytes | None, str | None]:
     return None, None
 
 
-def media_line(name: str, value: Any, kind: str, url: str) -> str:
-    """One line for a stored image, video or binary field: kind, size, dimensions, and the URL that shows it.
+def media_line(name: str, value: Any, kind: str) -> str:
+    """One line for a stored image, video or binary field: kind, size and dimensions (its URL goes on the next line).
 
-    >>> media_line("blob", b"\\x00" * 10, "binary", "http://h/m")
-    'blob: binary, 10 bytes · open http://h/m'
+    >>> media_line("blob", b"\\x00" * 10, "binary")
+    'blob: binary, 10 bytes'
     """
     data, path = _stored_bytes(value)
     parts = [kind]
@@ -112,10 +112,10 @@ def media_line(name: str, value: Any, kind: str, url: str) -> str:
         parts.append(f"path {visible(path)}")
     if data is None and not path:
         parts.append("no bytes")
-    return f"{name}: {', '.join(parts)} · open {url}"
+    return f"{name}: {', '.join(parts)}"
 
 
-def model_media_line(name: str, value: Any, inputs: Mapping[str, Any], url: str) -> str:
+def model_media_line(name: str, value: Any, inputs: Mapping[str, Any]) -> str:
     """One line for pixels a transform made: a crop (with its box) or sampled frames (with their indices and times)."""
     array = np.asarray(value)
     shape = "×".join(str(n) for n in array.shape)
@@ -123,11 +123,11 @@ def model_media_line(name: str, value: Any, inputs: Mapping[str, Any], url: str)
         indices = ", ".join(str(int(i)) for i in inputs.get("frame_indices", []))
         times = list(inputs.get("frame_times", []))
         span = f" at {float(times[0]):.2f}–{float(times[-1]):.2f} s" if times else ""
-        return f"{name}: {len(array)} video frames {shape} {array.dtype}, frame indices {indices}{span} · open {url}"
+        return f"{name}: {len(array)} video frames {shape} {array.dtype}, frame indices {indices}{span}"
     box = inputs.get("crop_box")
     source = inputs.get("source_size")
     crop = f", crop box {list(box)} of {source[0]}×{source[1]}" if box is not None and source is not None else ""
-    return f"{name}: image {shape} {array.dtype}{crop} · open {url}"
+    return f"{name}: image {shape} {array.dtype}{crop}"
 
 
 def rollout_lines(value: Any) -> list[Text]:

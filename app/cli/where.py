@@ -8,7 +8,8 @@ from typing import Annotated, Optional
 import typer
 from rich.markup import escape
 
-from .common import RootOption, console, friendly_errors, open_catalog
+from .common import RootOption, console, friendly_errors, open_catalog, print_url
+from .links import base_url
 
 
 def install(app: typer.Typer) -> None:
@@ -30,7 +31,6 @@ def where(
     """
     from app.jsonable import jsonable
     from app.pages.where import where_read_panel
-    from app.settings import Settings
 
     with friendly_errors():
         catalog = open_catalog(root)
@@ -40,18 +40,18 @@ def where(
         if as_json:
             typer.echo(json.dumps(jsonable(panel), ensure_ascii=False))
             return
-        base = Settings.from_env().url.rstrip("/")
+        base = base_url(catalog.root)
         if not panel:
             console.print(f"no run reads {escape(version.ref)}")
         for entry in panel:
             if entry.error:
                 console.print(f"[bold]{escape(entry.run)}[/]: [red]{escape(entry.error)}[/]")
                 continue
-            console.print(f"[bold]{escape(entry.run)}[/]: {entry.epochs} epoch(s) reached", highlight=False)
+            console.print(f"[bold]{escape(entry.run)}[/]: {escape(entry.summary)}", highlight=False)
             if not entry.reads:
                 console.print("  no reads in the epochs listed", style="dim")
             for read in entry.reads:  # one line each, the URL whole so it can be copied
-                typer.echo(
+                print_url(
                     f"  epoch {read.epoch}  step {read.step}  rank {read.rank} of {read.world_size}  sample {read.sample}  {base + read.url}"
                 )
             for note in entry.notes:

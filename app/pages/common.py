@@ -10,7 +10,13 @@ from loaders.run.kinds import claims
 
 from ..links import Link
 
-__all__ = ["Link", "Pager", "check_rank", "kind_badge"]  # Link lives in app.links (error pages use it too); pages import it here
+__all__ = [
+    "Link",
+    "Pager",
+    "check_rank",
+    "kind_badge",
+    "rank_crumbs",
+]  # Link lives in app.links (error pages use it too); pages import it here
 
 if TYPE_CHECKING:
     from loaders import Run
@@ -47,3 +53,15 @@ def kind_badge(run: Run, detail: str | None = None) -> str | None:
         return None
     label = claims(run.kind).label
     return f"{label} · {detail}" if detail else label
+
+
+def rank_crumbs(run: str, step: int, rank: int) -> list[Link]:
+    """The breadcrumbs down to a step/rank page: runs, the run, the step, the rank."""
+    from .. import urls
+
+    return [
+        Link("runs", urls.home()),
+        Link(run, urls.run(run)),
+        Link(f"step {step}", urls.step(run, step)),
+        Link(f"rank {rank}", urls.rank(run, step, rank)),
+    ]

@@ -212,6 +212,35 @@ class DiffPage:
     title: str = html_only("")
     crumbs: list[Link] = html_only(default_factory=list)
     schema_rows: list[SchemaRow] = html_only(default_factory=list)
+    #: The row counts the summary shows, each with what it counts (``edited`` only for data without a key column).
+    count_rows: list[CountRow] = html_only(default_factory=list)
+
+
+@dataclass(frozen=True)
+class CountRow:
+    """One count of the diff summary and the sentence its hover text gives."""
+
+    name: str
+    count: int
+    help: str
+
+
+def count_rows(counts: dict[str, int], *, key: str | None, similarity: float | None) -> list[CountRow]:
+    """The summary's counts: ``edited`` exists only where rows are matched by content (no key column).
+
+    >>> [r.name for r in count_rows({"added": 1, "removed": 0, "changed": 2, "edited": 0, "unchanged": 5}, key="id", similarity=None)]
+    ['added', 'removed', 'changed', 'unchanged']
+    """
+    by = f"key {key}" if key else "content hash"
+    helps = {
+        "added": f"rows only in B (matched by {by})",
+        "removed": f"rows only in A (matched by {by})",
+        "changed": "rows with the same key and other values",
+        "edited": f"a removed and an added row at least {similarity:g} alike, counted as one edited row" if similarity is not None else "",
+        "unchanged": "rows equal in A and B",
+    }
+    shown = [name for name in helps if name != "edited" or key is None]
+    return [CountRow(name, counts.get(name, 0), helps[name]) for name in shown]
 
 
 def _side(version: DatasetVersion, address: tuple[int, int] | None, key: str | None) -> SampleSide | None:
@@ -337,6 +366,7 @@ def _base(diff: VersionDiff) -> DiffPage:
             Link(f"diff {a.short_id}..{b.short_id}", diff_url(diff)),
         ],
         schema_rows=_schema_rows(diff),
+        count_rows=count_rows(diff.counts.to_json(), key=diff.schema.key, similarity=diff.similarity if keyless else None),
     )
 
 

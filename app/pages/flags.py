@@ -53,6 +53,12 @@ class FlagPage:
     where_error: str = ""
     title: str = html_only("")
     crumbs: list[Link] = html_only(default_factory=list)
+    #: What the edit form says after a change ("saved"), or why it was refused.
+    message: str = html_only("")
+    error: str = html_only("")
+    tags_text: str = html_only("")
+    edit_url: str = html_only("")
+    delete_url: str = html_only("")
 
 
 def flags_page(
@@ -101,10 +107,20 @@ def flag_page(store: FlagStore, flag_id: int, *, catalog: Catalog | None = None,
             where = where_read_panel(catalog, open_run, version, flag.key, version.index_of(*version.find(flag.key)))
         except BatchscopeError as exc:
             error = exc.message
+    return flag_view(flag, where=where, where_error=error)
+
+
+def flag_view(flag: Flag, *, where: list[RunReads] | None = None, where_error: str = "", message: str = "", error: str = "") -> FlagPage:
+    """A flag's page data with its edit and delete forms (the edit form's fragment needs no where panel)."""
     return FlagPage(
         flag=flag,
         where=where,
-        where_error=error,
+        where_error=where_error,
         title=f"flag {flag.id}",
         crumbs=[Link("home", urls.home()), Link("flags", urls.flags()), Link(f"#{flag.id}", flag.url)],
+        message=message,
+        error=error,
+        tags_text=", ".join(flag.tags),
+        edit_url=urls.flag_edit(flag.id),
+        delete_url=urls.flag_delete(flag.id),
     )

@@ -14,10 +14,11 @@ Per-sample values are lists with one entry per sample of the rank's batch:
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence, TypeVar
 
-from loaders import Sample
+from loaders import Run, Sample
 
 from .. import urls
 from ..renderers.inputs import TokenValues
@@ -33,7 +34,11 @@ SORTS = {
     "loss": "loss (highest first)",
     "length": "length (most real tokens first)",
     "source": "source",
+    "reward": "reward (highest first)",
+    "advantage": "advantage (highest first)",
 }
+#: Orders offered only where samples carry a reward (rollouts; episodes, by their return).
+RL_SORTS = ("reward", "advantage")
 PADDING_SOURCE = "padding"
 #: A sequence (or a rank's batch, or a whole step) whose padding is more than this share of its tokens carries a
 #: "mostly padding" warning.
@@ -52,6 +57,40 @@ class TokenStats:
     def content(self) -> int:
         """Tokens that are not padding."""
         return self.tokens - self.padding
+
+
+@dataclass(frozen=True)
+class SampleStats(TokenStats):
+    """A sample's token counts, and the reward and advantage of a rollout (an episode's return as its reward).
+
+    A rollout's tokens are its prompt and completion tokens; the completion tokens are the trained ones (RL
+    losses are taken over the completion, the prompt is context).
+    """
+
+    reward: float | None = None
+    advantage: float | None = None
+
+
+def sample_stats(run: Run, sample: Sample) -> SampleStats:
+    """Token counts of a sample's ``input_ids``, else of its rollout; its reward and advantage when it has them."""
+    from loaders.rl.episodes import episode_facts
+    from loaders.rl.facts import rollout_facts
+
+    tokens = token_stats(sample.inputs)
+    kinds = run.version(sample.documents[0].source).kinds if sample.documents else {}
+    for name, value in sample.inputs.items():
+        try:
+            if kinds.get(name) == "rollout":
+                facts = rollout_facts(value)
+                if "input_ids" not in sample.inputs:
+                    prompt, completion = len(facts.prompt_ids or []), facts.length or 0
+                    tokens = TokenStats(prompt + completion, completion, 0)
+                return SampleStats(tokens.tokens, tokens.trained, tokens.padding, facts.reward, facts.advantage)
+            if kinds.get(name) == "episode":
+                return SampleStats(tokens.tokens, tokens.trained, tokens.padding, episode_facts(value, record=sample.record).total_return)
+        except ValueError:  # not a rollout or episode after all: the field's own view says what is wrong
+            continue
+    return SampleStats(tokens.tokens, tokens.trained, tokens.padding)
 
 
 def token_stats(inputs: dict[str, Any]) -> TokenStats:
@@ -142,9 +181,14 @@ def _number(value: Any) -> float | None:
 T = TypeVar("T")
 
 
-def sort_links(url: str, current: str) -> list[Link]:
-    """One link per ``?sort=`` order of a page, the current one marked."""
-    return [Link(label, urls.with_query(url, sort=name), "current" if name == current else None) for name, label in SORTS.items()]
+def sort_links(url: str, current: str, *, rewards: bool = False) -> list[Link]:
+    """One link per ``?sort=`` order of a page (the reward orders only when its samples have ``rewards``), the
+    current one marked."""
+    return [
+        Link(label, urls.with_query(url, sort=name), "current" if name == current else None)
+        for name, label in SORTS.items()
+        if rewards or name not in RL_SORTS
+    ]
 
 
 def check_sort(sort: str | None, default: str) -> str:
@@ -160,8 +204,11 @@ def sort_samples(
     length: Callable[[T], int],
     source: Callable[[T], str],
     position: Callable[[T], tuple[int, ...]],
+    reward: Callable[[T], float | None] = lambda item: None,
+    advantage: Callable[[T], float | None] = lambda item: None,
 ) -> list[T]:
-    """``items`` in the order ``sort`` names; ties (and samples without a loss) keep the position order.
+    """``items`` in the order ``sort`` names; ties (and samples without a loss, reward or advantage) keep the
+    position order.
 
     >>> items = [(0, 1.0), (1, None), (2, 3.0)]
     >>> [i for i, _ in sort_samples(items, "loss", loss=lambda x: x[1], length=lambda x: 0,
@@ -169,8 +216,16 @@ def sort_samples(
     [2, 0, 1]
     """
     by_position = sorted(items, key=position)
-    if sort == "loss":
-        return sorted(by_position, key=lambda x: (loss(x) is None, -(loss(x) or 0.0)))
+    numbers = {"loss": loss, "reward": reward, "advantage": advantage}
+    if sort in numbers:
+        value = numbers[sort]
+
+        def key(item: T) -> tuple[bool, float]:
+            number = value(item)
+            known = number is not None and math.isfinite(number)
+            return (not known, -number if known else 0.0)  # type: ignore[operator]
+
+        return sorted(by_position, key=key)
     if sort == "length":
         return sorted(by_position, key=lambda x: -length(x))
     if sort == "source":

@@ -111,6 +111,18 @@ class MediaField:
     def shard_uri(self) -> str:
         return self.version.shards[self.shard].uri
 
+    def stored_name(self) -> str | None:
+        """The path a by-path value holds, as stored (relative to its shard's directory): what pages show of it.
+
+        The file it resolves to (:meth:`stored_path`) is the server's business, never shown.
+        """
+        value = self.value
+        if isinstance(value, dict) and value.get("bytes") is None and isinstance(value.get("path"), str):
+            return str(value["path"])
+        if isinstance(value, str) and self.kind == "video":
+            return value
+        return None
+
     def stored_path(self) -> str | None:
         """The file a by-path value names, resolved inside the shard's directory (``None`` for inline bytes)."""
         value = self.value
@@ -317,7 +329,7 @@ def _video_part(
     except DecodeError as exc:
         error = exc.message
     view = video_view(info, ctx, frame=index, page=page, error=error or "")
-    view.path = media.stored_path()
+    view.path = media.stored_name()
     return view, dataclasses.asdict(info), index, error
 
 
@@ -358,7 +370,7 @@ def media_page(
         if frame is not None or t is not None:
             raise MediaRequestError(f"{version.ref} column {field!r} is an image: it has no frame {frame if frame is not None else t}")
         try:
-            image = image_view(media.image_bytes(), ctx, path=media.stored_path())
+            image = image_view(media.image_bytes(), ctx, path=media.stored_name())
             view, info = image, dataclasses.asdict(image.info) if image.info else {}
         except DecodeError as exc:
             view, info, error = ErrorView(message=exc.message), {}, exc.message

@@ -13,6 +13,7 @@ from .. import urls
 from ..jsonable import html_only
 from ..run_cache import RunCache
 from .common import Link, kind_badge
+from .home import run_summary
 from .mixture import MixtureView, run_mixture
 from .progress import RunProgress, progress
 from .recorded import RecordedInfo, recorded_info
@@ -132,6 +133,12 @@ class RunPage:
     kind_badge: str | None = html_only(None)
     #: The run's health page: what the lint checks found (the page shows its summary block, loaded when revealed).
     health_url: str = ""
+    #: As the home page says it (:class:`app.pages.home.RunSummary`): progress, or ``mismatch``; and the last verify.
+    status: str = ""
+    verification: str = ""
+    verification_label: str = ""
+    verification_url: str | None = None
+    badge: str = html_only("")
     title: str = html_only("")
     crumbs: list[Link] = html_only(default_factory=list)
     step_box_url: str = html_only("")
@@ -317,6 +324,7 @@ def run_page(
     steps = run.ledger.steps() if kind.ledger_of_batches else None
     count = run.known_steps
     own = {"kind_badge": kind_badge(run), **KIND_PARTS[run.kind](catalog, runs, run, window=window)}
+    summary = run_summary(run, root=catalog.root)
     return RunPage(
         name=run.name,
         url=urls.run(run.name),
@@ -336,6 +344,11 @@ def run_page(
         **own,
         progress=progress(run),
         health_url=urls.run_health(run.name),
+        status=summary.status,
+        verification=summary.verification,
+        verification_label=summary.verification_label,
+        verification_url=summary.verification_url,
+        badge=summary.badge,
         title=f"run {run.name}",
         crumbs=[Link("runs", urls.home()), Link(run.name, urls.run(run.name))],
         step_box_url=urls.run(run.name),

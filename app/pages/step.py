@@ -15,15 +15,15 @@ from ..run_cache import RunCache
 from .common import Link, kind_badge
 from .forensics import (
     Logged,
-    TokenStats,
+    SampleStats,
     check_sort,
     sample_documents,
     sample_padding_warning,
+    sample_stats,
     sort_links,
     sort_samples,
     source_label,
     step_padding_warning,
-    token_stats,
 )
 from .mixture import StepMixView, step_mixture
 from .progress import RunProgress, progress
@@ -60,6 +60,9 @@ class StepSample:
     padding: int
     url: str
     padding_warning: str | None = None
+    #: A rollout's reward and advantage (an episode's return as its reward); ``None`` for other samples.
+    reward: float | None = None
+    advantage: float | None = None
 
 
 @dataclass
@@ -83,6 +86,12 @@ class StepPage:
     title: str = html_only("")
     crumbs: list[Link] = html_only(default_factory=list)
     sorts: list[Link] = html_only(default_factory=list)
+    #: Whether the step's samples carry rewards (rollouts, episodes): the table then shows reward and advantage.
+    rewards: bool = html_only(False)
+    #: What the ranks table counts: its samples (``sequences`` of a packed run) and, per source, their documents.
+    unit: str = html_only("samples")
+    sources_label: str = html_only("")
+    sources_help: str = html_only("")
 
 
 def step_page(catalog: Catalog, runs: RunCache, name: str, step: int, *, sort: str | None = None) -> StepPage:
@@ -93,12 +102,12 @@ def step_page(catalog: Catalog, runs: RunCache, name: str, step: int, *, sort: s
     order = check_sort(sort, "loss")
     shares = []
     samples: list[StepSample] = []
-    every: list[TokenStats] = []
+    every: list[SampleStats] = []
     batches: list[Batch] = []
     for rank in range(world_size):
         batch = runs.batch(run, step, rank)
         batches.append(batch)
-        stats = [token_stats(s.inputs) for s in batch.samples]
+        stats = [sample_stats(run, s) for s in batch.samples]
         every += stats
         metrics = run.ledger.metrics(step, rank, world_size)
         logged = Logged.of(metrics, len(batch))
@@ -132,9 +141,14 @@ def step_page(catalog: Catalog, runs: RunCache, name: str, step: int, *, sort: s
                 padding=stats[position].padding,
                 url=urls.rank(run.name, step, rank) + urls.sample_anchor(position),
                 padding_warning=sample_padding_warning(stats[position]),
+                reward=stats[position].reward,
+                advantage=stats[position].advantage,
             )
             for position, sample in enumerate(batch.samples)
         ]
+    rewards = any(s.reward is not None for s in samples)
+    # a packed run's samples are sequences holding documents: its own plan says so, another kind's batches show it
+    packed = run.plan.pack is not None if claims(run.kind).planned else any(len(s.documents) > 1 for b in batches for s in b.samples)
     ranked = sort_samples(
         samples,
         order,
@@ -142,6 +156,8 @@ def step_page(catalog: Catalog, runs: RunCache, name: str, step: int, *, sort: s
         length=lambda s: s.tokens - s.padding,
         source=lambda s: s.source,
         position=lambda s: (s.rank, s.position),
+        reward=lambda s: s.reward,
+        advantage=lambda s: s.advantage,
     )
     return StepPage(
         run=run.name,
@@ -162,5 +178,11 @@ def step_page(catalog: Catalog, runs: RunCache, name: str, step: int, *, sort: s
         kind_badge=kind_badge(run),
         title=f"{run.name} · step {step}",
         crumbs=[Link("runs", urls.home()), Link(run.name, urls.run(run.name)), Link(f"step {step}", urls.step(run.name, step))],
-        sorts=sort_links(urls.step(run.name, step), order),
+        sorts=sort_links(urls.step(run.name, step), order, rewards=rewards),
+        rewards=rewards,
+        unit="sequences" if packed else "samples",
+        sources_label="documents per source" if packed else "samples per source",
+        sources_help="documents with tokens in this rank's sequences, per source (a sequence can hold several)"
+        if packed
+        else "this rank's samples, per source",
     )

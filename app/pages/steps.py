@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 
 from loaders import Batch, Catalog, Document, Run
-from loaders.errors import SampleNotFound, StorageError
+from loaders.errors import StorageError
 from loaders.run.kinds import RunLike, claims
 
 from .. import urls
@@ -20,12 +20,13 @@ from ..renderers.inputs import InputBlock, InputPlace, TokenValues, input_blocks
 from ..renderers.registry import View
 from ..run_cache import RunCache
 from .batch_views import batch_views
-from .common import Link, check_rank, kind_badge
+from .common import Link, check_rank, kind_badge, rank_crumbs
 from .forensics import (
     Logged,
     check_sort,
     sample_documents,
     sample_padding_warning,
+    sample_stats,
     scalar_metrics,
     sort_links,
     sort_samples,
@@ -51,6 +52,8 @@ class Verdict:
     differing: list[int]
     label: str
     kind: str = "native"
+    #: What differs, in words (empty unless ``status`` is ``mismatch``).
+    reasons: list[str] = field(default_factory=list)
 
 
 def verdict(run: RunLike, batch: Batch) -> Verdict:
@@ -58,7 +61,8 @@ def verdict(run: RunLike, batch: Batch) -> Verdict:
     a native run's batch is "verified", a replayed run's "replayed", a recorded run's "recorded")."""
     check = run.compare(batch)
     label = claims(run.kind).verdict(check.status, differing=len(check.differing), reasons=check.reasons)
-    return Verdict(check.status, check.verified, check.ledger_digest, check.differing, label, run.kind)
+    reasons = list(check.reasons) if check.status == "mismatch" else []
+    return Verdict(check.status, check.verified, check.ledger_digest, check.differing, label, run.kind, reasons)
 
 
 # -- the step/rank page -------------------------------------------------------------------------
@@ -105,8 +109,11 @@ class SampleEntry:
     padding: int = 0
     all_padding: bool = False
     padding_warning: str | None = None
-    #: What "copy link" copies, one URL a line: ``step_url``, then the permanent dataset URL of every document in it.
-    copy_urls: str = html_only("")
+    #: A rollout's reward and advantage (an episode's return as its reward); ``None`` for other samples.
+    reward: float | None = None
+    advantage: float | None = None
+    #: What "copy link" copies: ``step_url``, this sample at this step and rank (each document's permalink is its key link).
+    copy_url: str = html_only("")
     copy_title: str = html_only("")
     version_url: str = html_only("")
     field_blocks: list[FieldBlock] = html_only(default_factory=list)
@@ -241,7 +248,7 @@ def _sample_entry(
     doc = sample.documents[0]
     version = run.version(doc.source)
     padding_only = not sample_documents(sample)
-    stats = token_stats(sample.inputs)
+    stats = sample_stats(run, sample)
     documents = [_document_entry(run, d) for d in sample_documents(sample)]
     step_url = urls.rank(run.name, batch.step, batch.rank) + urls.sample_anchor(position)
     place = InputPlace(
@@ -294,8 +301,10 @@ def _sample_entry(
         padding=stats.padding,
         all_padding=padding_only,
         padding_warning=sample_padding_warning(stats),
-        copy_urls="\n".join(dict.fromkeys([step_url, *(d.url for d in documents)])),
-        copy_title=_copy_title(len(documents)),
+        reward=stats.reward,
+        advantage=stats.advantage,
+        copy_url=step_url,
+        copy_title="copies this sample's URL at this step and rank",
         version_url=urls.version(doc.address.dataset, doc.address.version),
         field_blocks=field_blocks,
         input_blocks=blocks,
@@ -313,14 +322,6 @@ def _sample_entry(
             position=position,
         ),
     )
-
-
-def _copy_title(documents: int) -> str:
-    """The hover text of a sample's "copy link" button: what it copies."""
-    if documents == 0:
-        return "copies this sample's URL at this step and rank (it holds no document)"
-    what = "this sample's permanent dataset URL" if documents == 1 else f"the permanent dataset URLs of its {documents} documents"
-    return f"copies this sample's URL at this step and rank, and {what}"
 
 
 def _document_entry(run: Run, d: Document) -> DocumentEntry:
@@ -390,6 +391,8 @@ def rank_page(
         length=lambda s: s.tokens - s.padding,
         source=lambda s: "padding" if s.all_padding else s.source,
         position=lambda s: (s.position,),
+        reward=lambda s: s.reward,
+        advantage=lambda s: s.advantage,
     )
     return RankPage(
         run=run.name,
@@ -411,16 +414,11 @@ def rank_page(
         progress=progress(run),
         kind_badge=kind_badge(run),
         padding_warning=step_padding_warning([token_stats(s.inputs) for s in batch.samples], what="batch"),
-        sorts=sort_links(urls.rank(run.name, step, rank), order),
+        sorts=sort_links(urls.rank(run.name, step, rank), order, rewards=any(s.reward is not None for s in samples)),
         ranks=[Link(f"rank {r}", urls.rank(run.name, step, r), "current" if r == rank else None) for r in range(world_size)],
         views=batch_views(batch, run),
         title=f"{run.name} · step {step} · rank {rank}",
-        crumbs=[
-            Link("runs", urls.home()),
-            Link(run.name, urls.run(run.name)),
-            Link(f"step {step}", urls.step(run.name, step)),
-            Link(f"rank {rank}", urls.rank(run.name, step, rank)),
-        ],
+        crumbs=rank_crumbs(run.name, step, rank),
     )
 
 
@@ -461,19 +459,3 @@ def _neighbour_step(run: Run, step: int, rank: int) -> str | None:
     if not 0 <= step < run.known_steps:
         return None
     return urls.rank(run.name, step, min(rank, run.world_size_at(step) - 1))
-
-
-def input_fragment(catalog: Catalog, runs: RunCache, name: str, step: int, rank: int, position: int, field_name: str) -> InputBlock:
-    """One model input of one sample, in full (the htmx fragment a deferred view loads)."""
-    run = runs.run(catalog, name)
-    check_rank(run, step, rank)
-    batch = runs.batch(run, step, rank)
-    if not 0 <= position < len(batch):
-        raise SampleNotFound(f"step {step} rank {rank} of run {name} has samples 0 to {len(batch) - 1}, not {position}")
-    sample = batch.samples[position]
-    place = InputPlace(run.name, step, rank, position, f"run {run.name} step {step} rank {rank} sample {sample.index}")
-    logged = Logged.of(run.ledger.metrics(step, rank, batch.world_size), len(batch))
-    blocks = input_blocks(run, sample, place, only=field_name, token_values=logged.token_values[position])
-    if not blocks:
-        raise SampleNotFound(f"sample {sample.index} of run {name} has no model input {field_name!r} (inputs: {', '.join(sample.inputs)})")
-    return blocks[0]

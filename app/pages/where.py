@@ -57,6 +57,24 @@ class RunReads:
     more_url: str | None = None
     error: str = ""
 
+    @property
+    def read_epochs(self) -> list[int]:
+        """The epochs the listed reads are in (``epochs`` is how far the run's steps reach into its source)."""
+        return sorted({read.epoch for read in self.reads})
+
+    @property
+    def summary(self) -> str:
+        """What the panel says above the reads: when the sample was read, and how far the run reaches.
+
+        >>> RunReads("r", "/runs/r", 2, 0, None, reads=[ReadRow("r", "s", 0, 3, 0, 1, 2, 9, "/u")]).summary
+        'read once, in epoch 0; the run reaches into 2 epochs of its source'
+        """
+        times = {1: "once", 2: "twice"}.get(len(self.reads), f"{len(self.reads):,} times")
+        epochs = self.read_epochs
+        where = f"in epoch {epochs[0]}" if len(epochs) == 1 else f"in epochs {', '.join(map(str, epochs))}"
+        reach = f"the run reaches into {self.epochs} epoch{'s' if self.epochs != 1 else ''} of its source"
+        return f"read {times}, {where}; {reach}" if self.reads else f"not read in these epochs; {reach}"
+
 
 #: ``(run name, the open run or why it cannot be opened, indices of its sources that pin the version)``.
 RunsReading = list[tuple[str, Run | str, list[int]]]

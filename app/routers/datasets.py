@@ -10,8 +10,8 @@ from fastapi.responses import Response
 from ..decode_budget import decode_budget
 from ..deps import CatalogDep, FlagsDep, QueriesDep, RunsDep, SettingsDep
 from ..http_semantics import KeyDep, VersionDep
-from ..pages.datasets import dataset_page, version_page
-from ..pages.sample import sample_page
+from ..pages.datasets import DatasetPage, VersionPage, dataset_page, version_page
+from ..pages.sample import SamplePage, sample_page
 from ..responses import kept, respond, wants_fragment, wants_json
 from ..routing import page
 
@@ -20,12 +20,12 @@ router = APIRouter(tags=["datasets"])
 Cursor = Annotated[int | None, Query(ge=0, description="Record index: list from here (start) or up to here (end).")]
 
 
-@page(router, "/datasets/{name}", summary="A dataset: versions and tags")
+@page(router, "/datasets/{name}", summary="A dataset: versions and tags", model=DatasetPage)
 def dataset(request: Request, name: str, catalog: CatalogDep) -> Response:
     return respond(request, dataset_page(catalog, name), template="dataset.html")
 
 
-@page(router, "/datasets/{name}/versions/{version}", summary="A version: schema, stats, rows by cursor, search")
+@page(router, "/datasets/{name}/versions/{version}", summary="A version: schema, stats, rows by cursor, search", model=VersionPage)
 def version(
     request: Request,
     version: VersionDep,
@@ -68,7 +68,7 @@ def version(
     return kept(pages, key, build)
 
 
-@page(router, "/datasets/{name}/versions/{version}/samples/{key:path}", summary="One sample: every field by kind")
+@page(router, "/datasets/{name}/versions/{version}/samples/{key:path}", summary="One sample: every field by kind", model=SamplePage)
 def sample(
     request: Request,
     version: VersionDep,

@@ -14,12 +14,11 @@ from loaders.media import image_info, pixel_diff
 
 from .. import urls
 from ..deps import CatalogDep, SettingsDep
-from ..errors import ERROR_RESPONSES
 from ..http_semantics import etag, immutable, not_modified, same_request_at
-from ..pages.diff import b_spec, diff_page, diff_row_page, resolve_pair
+from ..pages.diff import DiffPage, b_spec, diff_page, diff_row_page, resolve_pair
 from ..pages.media import MediaRequestError, load_field, require_kind
 from ..responses import VARY, respond
-from ..routing import page
+from ..routing import bytes_answer, page
 from ..settings import Settings
 from .media import MediaDep
 
@@ -34,7 +33,12 @@ def _diff(settings: Settings, a: DatasetVersion, b: DatasetVersion) -> VersionDi
     return diff_versions(a, b, similarity=max(settings.diff_similarity, _MIN_SIMILARITY))
 
 
-@page(router, "/datasets/{name}/diff/", summary="The compare form's target: redirects to the diff of versions a and b")
+@page(
+    router,
+    "/datasets/{name}/diff/",
+    summary="The compare form's target: redirects to the diff of versions a and b",
+    redirect="To the diff of the two versions, by their ids",
+)
 def compare(
     request: Request,
     name: str,
@@ -48,7 +52,7 @@ def compare(
     return RedirectResponse(urls.api(target) if urls.is_api(request.url.path) else target, status_code=307, headers=VARY)
 
 
-@page(router, "/datasets/{name}/diff/{spec}", summary="What changed between two versions: summary, schema, shards, rows")
+@page(router, "/datasets/{name}/diff/{spec}", summary="What changed between two versions: summary, schema, shards, rows", model=DiffPage)
 def diff(
     request: Request,
     name: str,
@@ -75,7 +79,7 @@ def diff(
 @router.get(
     "/media/datasets/{name}/diff/{spec}/heatmap",
     summary="Per-pixel difference of an image field between two versions (PNG)",
-    responses=ERROR_RESPONSES,
+    **bytes_answer("image/png", description="Black where equal, red to yellow to white as the pixels differ"),
 )
 def heatmap(
     request: Request,

@@ -1,4 +1,5 @@
-"""Routes of flags: the list and one flag (pages + JSON), flagging from a form (htmx) or JSON, and exports."""
+"""Routes of flags: the list and one flag (pages + JSON), flagging from a form (htmx) or JSON, editing and deleting a
+flag (its page's forms, or PATCH and DELETE on its JSON), and exports."""
 
 from __future__ import annotations
 
@@ -18,12 +19,13 @@ from loaders.errors import BatchscopeError
 from .. import urls
 from ..deps import CatalogDep, FlagsDep, RunsDep
 from ..errors import ERROR_RESPONSES
-from ..flags import Flag, FlagFilter, FlagStore
+from ..flags import Flag, FlagFilter, FlagNotFound, FlagStore
 from ..jsonable import jsonable
-from ..pages.flags import flag_page, flags_page
+from ..pages.flags import FlagPage, FlagsPage, flag_page, flag_view, flags_page
 from ..pages.sample import FlagForm, flag_form
 from ..responses import VARY, respond, wants_fragment
-from ..routing import page
+from ..routing import bytes_answer, page
+from ..schemas import response_model
 
 router = APIRouter(tags=["flags"], responses=ERROR_RESPONSES)
 
@@ -74,6 +76,13 @@ def _store(catalog: Catalog, store: FlagStore, flag: FlagIn) -> tuple[Flag, obje
     return stored, version
 
 
+class FlagEdit(BaseModel):
+    """A flag's new note and/or tags (a field left out is kept)."""
+
+    note: str | None = Field(default=None, max_length=10_000)
+    tags: list[str] | str | None = None
+
+
 def _position_of(catalog: Catalog, flag: FlagIn) -> int | None:
     """The position of the flag's global ``index`` in the batch its run read at (step, rank), when that batch holds it.
 
@@ -88,7 +97,7 @@ def _position_of(catalog: Catalog, flag: FlagIn) -> int | None:
     return indices.index(flag.index) if flag.index in indices else None
 
 
-@page(router, "/flags", summary="Flags, newest first, filterable by dataset and tag")
+@page(router, "/flags", summary="Flags, newest first, filterable by dataset and tag", model=FlagsPage)
 def flags_list(
     request: Request,
     store: FlagsDep,
@@ -104,7 +113,12 @@ def flags_list(
     return respond(request, data, template="flags.html", block="flags")
 
 
-@router.get("/flags.jsonl", summary="Flags as JSON lines", tags=["flags"])
+@router.get(
+    "/flags.jsonl",
+    summary="Flags as JSON lines",
+    tags=["flags"],
+    **bytes_answer("application/x-ndjson", description="One flag per line, as GET /api/flags/{flag_id} gives it"),
+)
 def flags_jsonl(store: FlagsDep, dataset: Name = None, tag: Tag = None) -> Response:
     flags = store.iter_all(FlagFilter(dataset=dataset or None, tag=tag or None))
     # The first page is read before answering: a database that cannot be read (a full disk) is a 503, not a 200 cut off.
@@ -117,7 +131,12 @@ def flags_jsonl(store: FlagsDep, dataset: Name = None, tag: Tag = None) -> Respo
     return StreamingResponse(lines(), media_type="application/x-ndjson; charset=utf-8")
 
 
-@router.get("/flags/keys.txt", summary="Flagged keys, one a line, for `batchscope register --exclude`", tags=["flags"])
+@router.get(
+    "/flags/keys.txt",
+    summary="Flagged keys, one a line, for `batchscope register --exclude`",
+    tags=["flags"],
+    **bytes_answer("text/plain", description="A key file: one key a line (JSON strings for keys that need quoting)"),
+)
 def flags_keys(
     store: FlagsDep,
     dataset: Name = None,
@@ -128,7 +147,7 @@ def flags_keys(
     return Response(write_key_file(keys), media_type="text/plain; charset=utf-8")
 
 
-@page(router, "/flags/{flag_id}", summary="One flag")
+@page(router, "/flags/{flag_id}", summary="One flag", model=FlagPage)
 def flag(
     request: Request, flag_id: Annotated[int, Path(ge=0, le=MAX_INT)], store: FlagsDep, catalog: CatalogDep, runs: RunsDep
 ) -> Response:
@@ -173,7 +192,57 @@ def _form_response(request: Request, form: FlagForm, status: int) -> HTMLRespons
     return HTMLResponse(html, status_code=status, headers=VARY)
 
 
-@router.post("/api/flags", status_code=201, summary="Flag a sample", tags=["flags"])
+@router.post(
+    "/api/flags",
+    status_code=201,
+    summary="Flag a sample",
+    tags=["flags"],
+    responses={201: {"model": response_model(Flag), "description": "The stored flag; Location is its page"}},
+)
 def flag_from_json(flag: FlagIn, catalog: CatalogDep, store: FlagsDep) -> JSONResponse:
     stored, _ = _store(catalog, store, flag)
     return JSONResponse(jsonable(stored), status_code=201, headers={**VARY, "Location": stored.url})
+
+
+FlagId = Annotated[int, Path(ge=0, le=MAX_INT, description="The flag's id.")]
+FLAG_ANSWER = {200: {"model": response_model(Flag), "description": "The flag, as it is now (or was, when deleted)"}}
+
+
+@router.patch("/api/flags/{flag_id}", summary="Edit a flag's note and tags", tags=["flags"], responses=FLAG_ANSWER)
+def edit_flag(flag_id: FlagId, edit: FlagEdit, store: FlagsDep) -> JSONResponse:
+    flag = store.update(flag_id, note=edit.note, tags=edit.tags)
+    return JSONResponse(jsonable(flag), headers=VARY)
+
+
+@router.delete("/api/flags/{flag_id}", summary="Delete a flag", tags=["flags"], responses=FLAG_ANSWER)
+def delete_flag(flag_id: FlagId, store: FlagsDep) -> JSONResponse:
+    return JSONResponse(jsonable(store.delete(flag_id)), headers=VARY)
+
+
+@router.post("/flags/{flag_id}/edit", include_in_schema=False, response_class=HTMLResponse)
+def edit_flag_from_form(
+    request: Request,
+    flag_id: FlagId,
+    store: FlagsDep,
+    note: Annotated[str, Form(max_length=10_000)] = "",
+    tags: Annotated[str, Form(max_length=2_000)] = "",
+) -> Response:
+    """The flag page's edit form: htmx swaps in the flag's panel (with the error, if any), a plain POST redirects to it."""
+    try:
+        flag = store.update(flag_id, note=note, tags=tags)
+    except BatchscopeError as exc:
+        if not wants_fragment(request) or isinstance(exc, FlagNotFound):
+            raise
+        return respond(request, flag_view(store.get(flag_id), error=exc.message), template="flag.html", block="flag", status=exc.status)
+    if not wants_fragment(request):
+        return RedirectResponse(flag.url, status_code=303, headers=VARY)
+    return respond(request, flag_view(flag, message="saved"), template="flag.html", block="flag")
+
+
+@router.post("/flags/{flag_id}/delete", include_in_schema=False, response_class=HTMLResponse)
+def delete_flag_from_form(request: Request, flag_id: FlagId, store: FlagsDep) -> Response:
+    """The flag page's delete form: back to the flag list (htmx is told to go there)."""
+    store.delete(flag_id)
+    if wants_fragment(request):
+        return HTMLResponse("", headers={**VARY, "HX-Redirect": urls.flags()})
+    return RedirectResponse(urls.flags(), status_code=303, headers=VARY)

@@ -10,14 +10,19 @@ from fastapi.responses import Response
 from loaders.catalog.store import check_name
 
 from ..deps import CatalogDep, RunsDep
-from ..pages.health import health_page
+from ..pages.health import HealthPage, health_page
 from ..responses import respond
 from ..routing import page
 
 router = APIRouter(tags=["runs"])
 
 
-@page(router, "/runs/{run}/health", summary="A run's health: what the checks found over every sample it read, where it clusters")
+@page(
+    router,
+    "/runs/{run}/health",
+    summary="A run's health: what the checks found over every sample it read, where it clusters",
+    model=HealthPage,
+)
 def health(
     request: Request,
     run: str,

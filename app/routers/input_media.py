@@ -29,6 +29,7 @@ from ..http_semantics import etag, immutable
 from ..media_cache import MediaCache
 from ..pages.common import check_rank
 from ..pages.media import MediaRequestError
+from ..routing import bytes_answer
 from ..run_cache import RunCache
 from .media import MediaDep
 
@@ -93,7 +94,11 @@ def input_png(
     return tag, cached
 
 
-@router.get("/runs/{run}/steps/{step}/ranks/{rank}/samples/{position}/inputs/{name}", summary="A model input image (PNG)")
+@router.get(
+    "/runs/{run}/steps/{step}/ranks/{rank}/samples/{position}/inputs/{name}",
+    summary="A model input image (PNG)",
+    **bytes_answer("image/png", description="The pixels the model got, lossless"),
+)
 def input_image(
     request: Request,
     run: str,
@@ -109,7 +114,11 @@ def input_image(
     return immutable(request, tag, make)
 
 
-@router.get("/runs/{run}/steps/{step}/ranks/{rank}/samples/{position}/inputs/{name}/{j}", summary="Frame j of sampled frames (PNG)")
+@router.get(
+    "/runs/{run}/steps/{step}/ranks/{rank}/samples/{position}/inputs/{name}/{j}",
+    summary="Frame j of sampled frames (PNG)",
+    **bytes_answer("image/png", description="The pixels of frame j the model got, lossless"),
+)
 def input_frame(
     request: Request,
     run: str,

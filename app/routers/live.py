@@ -8,7 +8,7 @@ from fastapi.responses import Response
 from loaders.catalog.store import check_name
 
 from ..deps import CatalogDep, RunsDep
-from ..pages.progress import progress
+from ..pages.progress import RunProgress, progress
 from ..responses import respond
 from ..routing import page
 
@@ -19,6 +19,7 @@ router = APIRouter(tags=["runs"])
     router,
     "/runs/{run}/live",
     summary="How far a run has got: last step, last loss, status, and a version that changes as its ledger grows",
+    model=RunProgress,
 )
 def live(request: Request, run: str, catalog: CatalogDep, runs: RunsDep) -> Response:
     check_name("run", run)

@@ -27,6 +27,7 @@ from ..http_semantics import KeyDep, VersionDep, content_tag, etag, immutable, n
 from ..media_cache import MediaCache, media_cache_dependency
 from ..pages.media import (
     MediaField,
+    MediaPage,
     boxed_image,
     check_side,
     frame_image,
@@ -36,7 +37,7 @@ from ..pages.media import (
     thumbnail_image,
 )
 from ..responses import respond, wants_fragment
-from ..routing import page
+from ..routing import bytes_answer, page
 from ..whole_value import whole_value
 
 router = APIRouter(tags=["media"], responses=ERROR_RESPONSES)
@@ -81,6 +82,21 @@ def _original(request: Request, media: MediaField) -> Response:
 @router.get(
     "/media/datasets/{name}/versions/{version}/samples/{key:path}",
     summary="A field's whole value (stored bytes, UTF-8 text or JSON, with Range), a thumbnail or a frame",
+    **bytes_answer(
+        "image/png",
+        "image/jpeg",
+        "image/gif",
+        "image/webp",
+        "video/mp4",
+        "video/quicktime",
+        "video/webm",
+        "audio/wav",
+        "audio/flac",
+        "audio/mpeg",
+        "audio/ogg",
+        "application/octet-stream",
+        description="The stored bytes (a Range of them: 206), a thumbnail, a frame or a boxed image, typed by their content",
+    ),
 )
 def field_bytes(
     request: Request,
@@ -118,7 +134,9 @@ def field_bytes(
     return immutable(request, tag, lambda: thumbnail_image(cache, budget, media, thumb))
 
 
-@page(router, "/view/datasets/{name}/versions/{version}/samples/{key:path}", summary="One image or video field, at a frame")
+@page(
+    router, "/view/datasets/{name}/versions/{version}/samples/{key:path}", summary="One image or video field, at a frame", model=MediaPage
+)
 def media_view(
     request: Request,
     version: VersionDep,

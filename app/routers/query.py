@@ -13,11 +13,11 @@ from loaders.errors import InvalidQuery, SqlRefused
 
 from ..deps import CatalogDep, QueriesDep, RunsDep, SettingsDep
 from ..http_semantics import VersionDep
-from ..pages.columns import columns_page, count_page
-from ..pages.find import find_page
-from ..pages.sql import result_csv, sql_page
+from ..pages.columns import ColumnsPage, CountPage, columns_page, count_page
+from ..pages.find import FindPage, find_page
+from ..pages.sql import SqlPage, result_csv, sql_page
 from ..responses import VARY, respond, wants_json
-from ..routing import page
+from ..routing import bytes_answer, page
 
 router = APIRouter(tags=["queries"])
 
@@ -45,7 +45,7 @@ def _limited(text: str | None, settings: Any) -> str | None:
     return text[:limit] if text is not None and len(text) > limit else text
 
 
-@page(router, "/sql", summary="SQL over every registered version: a query's rows, a page at a time")
+@page(router, "/sql", summary="SQL over every registered version: a query's rows, a page at a time", model=SqlPage)
 def sql(request: Request, catalog: CatalogDep, queries: QueriesDep, settings: SettingsDep, q: SqlText = None, start: Start = 0) -> Response:
     def build(error: str | None) -> Any:
         text = _limited(q, settings) if error else q
@@ -54,7 +54,11 @@ def sql(request: Request, catalog: CatalogDep, queries: QueriesDep, settings: Se
     return _keeping_the_query(request, build, template="sql.html", block="results")
 
 
-@router.get("/sql.csv", summary="Every row of a SQL query (up to the row cap) as CSV")
+@router.get(
+    "/sql.csv",
+    summary="Every row of a SQL query (up to the row cap) as CSV",
+    **bytes_answer("text/csv", description="The rows as CSV, a header line first"),
+)
 def sql_csv(queries: QueriesDep, q: Annotated[str, Query(description="One SQL query (SELECT).")]) -> Response:
     result = queries.result(q)
     headers = {**VARY, "Content-Disposition": 'attachment; filename="query.csv"'}
@@ -63,7 +67,7 @@ def sql_csv(queries: QueriesDep, q: Annotated[str, Query(description="One SQL qu
     return Response(result_csv(result), media_type="text/csv; charset=utf-8", headers=headers)
 
 
-@page(router, "/datasets/{name}/versions/{version}/sql", summary="The SQL page opened on one version (its rows by default)")
+@page(router, "/datasets/{name}/versions/{version}/sql", summary="The SQL page opened on one version (its rows by default)", model=SqlPage)
 def version_sql(
     request: Request,
     version: VersionDep,
@@ -80,12 +84,17 @@ def version_sql(
     return _keeping_the_query(request, build, template="sql.html", block="results")
 
 
-@page(router, "/datasets/{name}/versions/{version}/columns", summary="Per-column statistics, histograms and facets of a version")
+@page(
+    router,
+    "/datasets/{name}/versions/{version}/columns",
+    summary="Per-column statistics, histograms and facets of a version",
+    model=ColumnsPage,
+)
 def columns(request: Request, version: VersionDep, queries: QueriesDep) -> Response:
     return respond(request, columns_page(queries, version), template="columns.html", block="columns")
 
 
-@page(router, "/datasets/{name}/versions/{version}/count", summary="How many rows of a version a search matches, in all")
+@page(router, "/datasets/{name}/versions/{version}/count", summary="How many rows of a version a search matches, in all", model=CountPage)
 def count(
     request: Request,
     version: VersionDep,
@@ -96,7 +105,7 @@ def count(
     return respond(request, count_page(queries, version, q, column or None), template="count.html", block="count")
 
 
-@page(router, "/runs/{run}/find", summary="Every read of a row matching a SQL predicate over the run's sources")
+@page(router, "/runs/{run}/find", summary="Every read of a row matching a SQL predicate over the run's sources", model=FindPage)
 def find(
     request: Request,
     run: str,

@@ -15,10 +15,10 @@ from loaders.rl import RolloutQuery, episode_frame
 from ..deps import CatalogDep, RunsDep, SettingsDep
 from ..errors import ERROR_RESPONSES
 from ..http_semantics import KeyDep, VersionDep, content_tag, immutable
-from ..pages.episodes import episode_page, episodes_page
-from ..pages.rollouts import GROUPS_PER_PAGE, groups_page, rollout_page, run_rollouts_page
+from ..pages.episodes import EpisodePage, EpisodesPage, episode_page, episodes_page
+from ..pages.rollouts import GROUPS_PER_PAGE, GroupsPage, RolloutPage, RunRolloutsPage, groups_page, rollout_page, run_rollouts_page
 from ..responses import respond
-from ..routing import page
+from ..routing import bytes_answer, page
 from ..settings import Settings
 
 router = APIRouter(tags=["rl"], responses=ERROR_RESPONSES)
@@ -67,7 +67,7 @@ def _page_size(settings: Settings, query: RolloutQuery) -> int:
     return min(GROUPS_PER_PAGE, settings.page_size) if query.view == "groups" else settings.page_size
 
 
-@page(router, "/datasets/{name}/versions/{version}/groups", summary="Rollout groups of a version, sorted and filtered")
+@page(router, "/datasets/{name}/versions/{version}/groups", summary="Rollout groups of a version, sorted and filtered", model=GroupsPage)
 def groups(
     request: Request,
     catalog: CatalogDep,
@@ -83,12 +83,17 @@ def groups(
     return respond(request, data, template="rollouts.html", block="groups")
 
 
-@page(router, "/datasets/{name}/versions/{version}/rollouts/{key:path}", summary="One rollout's token layers (logprob heat)")
+@page(
+    router,
+    "/datasets/{name}/versions/{version}/rollouts/{key:path}",
+    summary="One rollout's token layers (logprob heat)",
+    model=RolloutPage,
+)
 def rollout(request: Request, version: VersionDep, key: KeyDep, catalog: CatalogDep, column: Column = None) -> Response:
     return respond(request, rollout_page(catalog, version, key, column=column or None), template="rollout.html", block="tokens")
 
 
-@page(router, "/runs/{run}/steps/{step}/rollouts", summary="Rollout groups of a step's global batch")
+@page(router, "/runs/{run}/steps/{step}/rollouts", summary="Rollout groups of a step's global batch", model=RunRolloutsPage)
 def step_rollouts(
     request: Request, run: str, step: int, catalog: CatalogDep, runs: RunsDep, settings: SettingsDep, query: QueryDep
 ) -> Response:
@@ -97,7 +102,7 @@ def step_rollouts(
     return respond(request, data, template="rollouts.html", block="groups")
 
 
-@page(router, "/runs/{run}/steps/{step}/ranks/{rank}/rollouts", summary="Rollout groups one rank consumed at a step")
+@page(router, "/runs/{run}/steps/{step}/ranks/{rank}/rollouts", summary="Rollout groups one rank consumed at a step", model=RunRolloutsPage)
 def rank_rollouts(
     request: Request, run: str, step: int, rank: int, catalog: CatalogDep, runs: RunsDep, settings: SettingsDep, query: QueryDep
 ) -> Response:
@@ -106,7 +111,12 @@ def rank_rollouts(
     return respond(request, data, template="rollouts.html", block="groups")
 
 
-@page(router, "/datasets/{name}/versions/{version}/episodes", summary="Episodes of a version, sortable by return and length")
+@page(
+    router,
+    "/datasets/{name}/versions/{version}/episodes",
+    summary="Episodes of a version, sortable by return and length",
+    model=EpisodesPage,
+)
 def episodes(
     request: Request,
     version: VersionDep,
@@ -122,7 +132,7 @@ def episodes(
     return respond(request, data, template="episodes.html", block="rows")
 
 
-@page(router, "/datasets/{name}/versions/{version}/episodes/{key:path}", summary="One episode's timeline at step t")
+@page(router, "/datasets/{name}/versions/{version}/episodes/{key:path}", summary="One episode's timeline at step t", model=EpisodePage)
 def episode(
     request: Request,
     version: VersionDep,
@@ -134,7 +144,11 @@ def episode(
     return respond(request, episode_page(catalog, version, key, column=column or None, t=t), template="episode.html", block="timeline")
 
 
-@router.get("/media/datasets/{name}/versions/{version}/episodes/{key:path}", summary="Frame t of an episode (immutable)")
+@router.get(
+    "/media/datasets/{name}/versions/{version}/episodes/{key:path}",
+    summary="Frame t of an episode (immutable)",
+    **bytes_answer("image/png", "application/octet-stream", description="The frame's stored bytes"),
+)
 def frame(
     request: Request,
     version: VersionDep,

@@ -12,9 +12,10 @@ from loaders.catalog.store import check_name
 
 from .. import urls
 from ..deps import CatalogDep, FlagsDep, RunsDep, SettingsDep
-from ..pages.runs import run_page
-from ..pages.step import step_page
-from ..pages.steps import input_fragment, rank_page
+from ..pages.input_view import InputPage, input_page
+from ..pages.runs import RunPage, run_page
+from ..pages.step import StepPage, step_page
+from ..pages.steps import RankPage, rank_page
 from ..responses import VARY, kept, respond, wants_fragment, wants_json
 from ..routing import canonical, page
 
@@ -28,7 +29,7 @@ Sort = Annotated[
 ]
 
 
-@page(router, "/runs/{run}", summary="A run: plan, pinned sources, world sizes, metric curves with outlier steps")
+@page(router, "/runs/{run}", summary="A run: plan, pinned sources, world sizes, metric curves with outlier steps", model=RunPage)
 def run(
     request: Request,
     run: str,
@@ -51,7 +52,12 @@ def run(
     return respond(request, data, template="run.html", block="metrics")
 
 
-@page(router, "/runs/{run}/steps/{step}", summary="One step: every rank's share of the global batch, every sample ranked by loss")
+@page(
+    router,
+    "/runs/{run}/steps/{step}",
+    summary="One step: every rank's share of the global batch, every sample ranked by loss",
+    model=StepPage,
+)
 def step(request: Request, run: str, step: Step, catalog: CatalogDep, runs: RunsDep, sort: Sort = None) -> Response:
     check_name("run", run)
 
@@ -65,7 +71,7 @@ def step(request: Request, run: str, step: Step, catalog: CatalogDep, runs: Runs
     return kept(runs, key, build)
 
 
-@page(router, "/runs/{run}/steps/{step}/ranks/{rank}", summary="Exactly what one rank consumed at one step")
+@page(router, "/runs/{run}/steps/{step}/ranks/{rank}", summary="Exactly what one rank consumed at one step", model=RankPage)
 def rank(
     request: Request,
     run: str,
@@ -117,6 +123,7 @@ def _ledger_state(run: Run) -> tuple[object, ...]:
     router,
     "/runs/{run}/steps/{step}/ranks/{rank}/samples/{position}/view/{name}",
     summary="One model input of one sample, rendered in full",
+    model=InputPage,
 )
 def input_view(
     request: Request,
@@ -129,4 +136,4 @@ def input_view(
     runs: RunsDep,
 ) -> Response:
     check_name("run", run)
-    return respond(request, input_fragment(catalog, runs, run, step, rank, position, name), template="input_field.html")
+    return respond(request, input_page(catalog, runs, run, step, rank, position, name), template="input_field.html")

@@ -61,8 +61,9 @@ class KindClaims:
     - ``ledger_of_batches``: its ledger is written while it trains, one record per (step, rank), so a page follows it
       live; a replayed run's ledger holds only the metrics imported when it was attached;
     - ``compared_with``: what its batches are compared with, in words; ``record_column``: the step page's column of it;
-    - ``verdicts``: the badge per comparison status (``{n}``: samples that differ, ``{notes}``: `` — `` and the
-      comparison's reasons, when it gave any);
+    - ``verdicts``: the badge per comparison status (``{n}``: samples that differ, ``{samples}``: "1 sample differs",
+      "3 samples differ", ``{notes}``: `` — `` and the comparison's reasons, when it gave any; ``mismatch-digest``: a
+      mismatch blaming no sample);
     - ``counts``: ``batchscope verify``'s summary, ``(status, words)`` in order.
     """
 
@@ -81,10 +82,14 @@ class KindClaims:
         object.__setattr__(self, "verdicts", MappingProxyType(dict(self.verdicts)))
 
     def verdict(self, status: str, *, differing: int, reasons: list[str]) -> str:
-        """The badge of a comparison with ``status`` (an unknown status is named after the label)."""
+        """The badge of a comparison with ``status`` (an unknown status is named after the label); a mismatch that
+        blames no sample (only the batch digest differs) has its own badge, ``mismatch-digest``, where one is given."""
         notes = " — " + "; ".join(reasons) if reasons else ""
+        samples = f"{differing} sample differs" if differing == 1 else f"{differing} samples differ"
+        if status == "mismatch" and not differing and "mismatch-digest" in self.verdicts:
+            status = "mismatch-digest"
         template = self.verdicts.get(status, self.label + " · " + status)
-        return template.format(n=differing, notes=notes)
+        return template.format(n=differing, samples=samples, notes=notes)
 
 
 #: What pages and commands may say about each kind (every kind of :data:`RUN_KINDS` has an entry).
@@ -100,7 +105,8 @@ CLAIMS: dict[str, KindClaims] = {
             "no-ledger": "no ledger",
             "verified": "✓ verified",
             "untrained": "✓ verified, but fetched and never marked trained",
-            "mismatch": "✗ {n} sample(s) differ from the ledger",
+            "mismatch": "✗ {samples} from the ledger",
+            "mismatch-digest": "✗ the batch digest differs from the ledger's",
         },
         counts=(
             ("verified", "verified"),

@@ -34,7 +34,9 @@ class Verification:
     world_size: int
     computed_digest: str
     ledger_digest: str | None
-    differing: list[int]  # global indices of the samples that differ (all of them when the digest alone differs)
+    #: Global indices of the samples whose own record differs (index, key or sample digest); empty when only the
+    #: batch digest does (the samples all match: the ledger's batch record itself is damaged).
+    differing: list[int]
     reasons: list[str] = field(default_factory=list)  # what differs, in words
 
     @property
@@ -72,7 +74,13 @@ def compare_with_ledger(ledger: Ledger, batch: Batch) -> Verification:
     reasons, positions = _differences(entry, computed, batch.indices, batch.keys, samples)
     if reasons:
         indices = batch.indices
-        differing = [indices[i] for i in sorted(positions) if i < len(indices)] or list(indices)
+        differing = [indices[i] for i in sorted(positions) if i < len(indices)]
+        if not positions:
+            reasons.append(
+                "every sample's own index, key and digest match, so no sample is blamed: the ledger's batch digest is wrong"
+                if entry.samples
+                else "this ledger keeps no sample digests, so which samples differ cannot be told"
+            )
         return Verification("mismatch", *where, computed, entry.digest, differing, reasons)
     return Verification("verified" if entry.trained else "untrained", *where, computed, entry.digest, [])
 

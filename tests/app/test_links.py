@@ -48,7 +48,14 @@ def test_home_lists_runs_with_steps_last_loss_and_status(http: httpx.Client) -> 
     rows = {r.select_one("a").get_text(): r for r in dom(http.get(urls.home())).select("tr.run-row")}
     assert sorted(rows) == ["calm", "spiky"]
     cells = [td.get_text(strip=True) for td in rows["spiky"].select("td")]
-    assert cells == ["spiky", str(STEPS), str(STEPS - 1), f"{spiky_loss(STEPS - 1):.4f}", "complete"]
+    assert cells == [
+        "spiky",
+        str(STEPS),
+        str(STEPS - 1),
+        f"{spiky_loss(STEPS - 1):.4f}",
+        "complete",
+        "not verified: batchscope verify has not checked this ledger",
+    ]
     assert rows["spiky"].select("a")[1]["href"] == urls.step("spiky", STEPS - 1)
     data = {r["name"]: r for r in http.get(urls.api(urls.home())).json()["runs"]}
     assert (data["calm"]["status"], data["calm"]["logged_steps"], data["calm"]["steps"]) == ("complete", STEPS, STEPS)

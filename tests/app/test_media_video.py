@@ -164,6 +164,14 @@ def test_sample_page_shows_the_clip_and_defers_clips_stored_by_path(client: Test
     assert fragment.select_one("dd.video-codec").get_text() == "vp9"
 
 
+def test_a_clip_stored_by_path_shows_the_path_it_stores_never_the_servers_file(client: TestClient, media: MediaCatalog) -> None:
+    page = client.get(urls.media_view("clips", media.clips, "by-path", "video"))
+    assert soup(page).select_one("dd.stored-path").get_text() == "media/by-path.webm"  # relative to its shard's directory
+    root = media.catalog.root
+    for answer in (page, client.get(urls.api(urls.media_view("clips", media.clips, "by-path", "video")))):
+        assert root not in answer.text and root.rstrip("/").rsplit("/", 1)[-1] not in answer.text
+
+
 def test_video_grid(client: TestClient, media: MediaCatalog) -> None:
     cards = soup(client.get(urls.version("clips", media.clips))).select("ul.media-grid li.sample")
     assert [c.select_one(".card-text a.key").get_text() for c in cards] == clip_keys(media)

@@ -32,6 +32,20 @@ PAGES: list[tuple[str, Url, dict[str, list[str]], Callable[[Any, Catalog], None]
         ),
     ),
     (
+        "runs",
+        lambda c: urls.runs(),
+        {"h1": ["Runs"]},
+        lambda j, c: j["runs"] == [] or pytest.fail(str(j)),
+    ),
+    (
+        "datasets",
+        lambda c: urls.datasets(),
+        {"#datasets td:first-child a": ["chat", "docs", "packed"]},
+        lambda j, c: (
+            [(d["name"], d["latest"], d["rows"]) for d in j["datasets"]][1] == ("docs", vid(c, "docs@latest"), 11) or pytest.fail(str(j))
+        ),
+    ),
+    (
         "dataset",
         lambda c: urls.dataset("docs"),
         {"h1": ["docs"]},
@@ -140,7 +154,7 @@ def test_home_lists_runs_as_links(make_client: Callable[..., TestClient], tmp_pa
     run_dir.mkdir(parents=True)
     (run_dir / "run.json").write_text("{}")  # Catalog.runs() lists directories holding a run manifest
     client = make_client(root=str(tmp_path / "catalog"))
-    links = soup(client.get(urls.home())).select("#runs a")
+    links = soup(client.get(urls.home())).select("#runs td a")
     assert [(a.get_text(), a["href"]) for a in links] == [("run-7", urls.run("run-7"))]
     # Its manifest is empty: the run is listed with the error instead of taking the page down.
     listed = client.get(urls.api(urls.home())).json()["runs"]

@@ -29,7 +29,7 @@ def test_each_kind_passes_verify_only_under_its_own_label_and_only_native_claims
 @pytest.mark.parametrize(
     "kind, status, reasons, label",
     [
-        ("native", "mismatch", ["digest differs"], "✗ 2 sample(s) differ from the ledger"),
+        ("native", "mismatch", ["digest differs"], "✗ 2 samples differ from the ledger"),
         ("replayed", "replayed", [], "✓ replayed · matches the indices the run logged"),
         ("recorded", "mismatch", ["sample 1: gone"], "✗ 2 recorded sample(s) no longer resolve — sample 1: gone"),
         ("recorded", "no-ledger", [], "not recorded"),

@@ -145,6 +145,8 @@ def test_no_ledger_and_mismatch_badges(runs_catalog, tmp_path):
             entry["keys"][0] = "edited-key"  # digests intact
         if entry.get("t") == "trained" and entry["step"] == 3:
             continue  # fetched, never marked trained
+        if entry.get("t") == "batch" and entry["step"] == 2:
+            entry["digest"] = "e" * 32  # the batch record damaged; every sample's own record intact
         lines.append(json.dumps(entry))
     ledger.write_text("\n".join(lines) + "\n")
     client = local_client(create_app(Settings(root=str(copy), flags_path=str(tmp_path / "f.sqlite"))))
@@ -156,6 +158,12 @@ def test_no_ledger_and_mismatch_badges(runs_catalog, tmp_path):
     assert "#1" in dom.select_one(".differing").get_text()
     edited = client.get("/api/runs/pretrain/steps/5/ranks/0").json()
     assert edited["verified"] is False and edited["verification"]["differing"] == [run.batch(5, 0, world_size=2).indices[0]]
+    digest_only = client.get("/api/runs/pretrain/steps/2/ranks/0").json()["verification"]
+    assert digest_only["status"] == "mismatch" and digest_only["differing"] == []  # no sample is blamed
+    assert digest_only["label"] == "✗ the batch digest differs from the ledger's"
+    assert "no sample is blamed" in digest_only["reasons"][-1]
+    dom = soup(client.get("/runs/pretrain/steps/2/ranks/0"))
+    assert dom.select_one(".differing") is None and "no sample is blamed" in dom.select_one(".verify-reasons").get_text()
     untrained = client.get("/api/runs/pretrain/steps/3/ranks/0").json()["verification"]
     assert untrained["status"] == "untrained" and "never marked trained" in untrained["label"]
     none = client.get("/api/runs/plain/steps/0/ranks/0").json()

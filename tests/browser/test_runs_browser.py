@@ -35,14 +35,13 @@ def test_step_rank_keys_copy_link_and_flag(tab, runs_server: str, runs_catalog: 
     second = tab.locator("article.sample").nth(1)
     second.get_by_role("button", name="copy link").click()
     until(tab, "[...document.querySelectorAll('button.copy-link')].some(b => b.dataset.copied)")
-    copied = tab.evaluate("navigator.clipboard.readText()").splitlines()
     sample = batch.samples[1]
-    # This sample at this step and rank first, then the permanent dataset URL of each of its documents.
-    assert copied == [runs_server + urls.rank("pretrain", 3, 1) + "#sample-1"] + [
-        runs_server + urls.sample(d.address.dataset, d.address.version, d.key) for d in sample.documents
-    ]
+    # Exactly this sample at this step and rank, one URL; its permanent dataset URL is its key link.
+    assert tab.evaluate("navigator.clipboard.readText()") == runs_server + urls.rank("pretrain", 3, 1) + "#sample-1"
+    permalink = second.locator("p.facts a.key").get_attribute("href")
+    assert permalink == urls.sample(sample.address.dataset, sample.address.version, sample.key)
     other = tab.context.new_page()
-    other.goto(copied[1])
+    other.goto(runs_server + permalink)
     assert other.locator("h1 .key").inner_text() == sample.key
     other.close()
     # Flag it from the step/rank page (htmx, no reload) and find it in /flags.

@@ -71,12 +71,14 @@ def test_spike_to_worst_sample_to_flag_and_back(browser, story_server: str, stor
         article = tab.locator(f"article#sample-{position}")
         until(tab, f"document.getElementById('sample-{position}').classList.contains('focused')")
         assert article.get_attribute("data-index") == str(sample.index)
-        # Copy link gives this sample's step/rank URL and its documents' permanent URLs.
+        # Copy link gives exactly this sample's step/rank URL; its documents' permanent URLs are their key links.
         article.get_by_role("button", name="copy link").click()
         until(tab, f"!!document.querySelector('#sample-{position} button.copy-link').dataset.copied")
-        copied = tab.evaluate("navigator.clipboard.readText()").splitlines()
-        assert copied[0] == story_server + urls.rank("spiky", SPIKE, rank) + f"#sample-{position}"
-        assert copied[1:] == [story_server + urls.sample("docs", d.address.version, d.key) for d in sample.documents]
+        assert tab.evaluate("navigator.clipboard.readText()") == story_server + urls.rank("spiky", SPIKE, rank) + f"#sample-{position}"
+        keys = article.locator("details.documents a.key")
+        assert [keys.nth(i).get_attribute("href") for i in range(keys.count())] == [
+            urls.sample("docs", d.address.version, d.key) for d in sample.documents
+        ]
         # Flag it (htmx, no reload).
         form = article.locator("form.flag-form")
         form.locator("input[name=note]").fill("worst sample of the spike")

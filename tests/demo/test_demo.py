@@ -22,6 +22,7 @@ EXPECTED_KINDS = {
     "images": {"image": "image"},
     "videos": {"video": "video"},
     "episodes": {"episode": "episode"},
+    "sounds": {"audio": "audio", "label": "class_label"},
 }
 
 
@@ -43,7 +44,7 @@ def test_the_diff_of_every_dataset_finds_exactly_the_recorded_changes(demo_catal
     assert_diff_matches_recorded_changes(demo_catalog, name, Changes(**asdict(load_changes(demo_catalog, name))))
 
 
-@pytest.mark.parametrize("name", ["demo-pretrain", "demo-multimodal", "demo-rl"])
+@pytest.mark.parametrize("name", ["demo-pretrain", "demo-multimodal", "demo-rl", "demo-episodes"])
 def test_demo_runs_verify_against_their_ledgers(demo_catalog: Catalog, name: str) -> None:
     run = demo_catalog.run(name)
     for step in range(0, run.total_steps, max(1, run.total_steps // 12)):
@@ -88,3 +89,13 @@ def test_only_the_cli_imports_the_demo() -> None:
         if any(name.split(".")[0] == "batchscope_demo" for name in _imports(path))
     )
     assert importers == ["app/cli/serve.py"]
+
+
+@pytest.mark.parametrize(("name", "dataset"), [("demo-rl", "rl-rollouts"), ("demo-episodes", "episodes")])
+def test_rl_runs_read_rollouts_and_episodes_and_log_every_samples_loss(demo_catalog: Catalog, name: str, dataset: str) -> None:
+    run = demo_catalog.run(name)
+    assert [s.dataset for s in run.sources] == [dataset]
+    for step in (0, run.total_steps - 1):
+        for rank in range(run.world_size_at(step)):
+            logged = run.ledger.metrics(step, rank, run.world_size_at(step))["sample_loss"]
+            assert len(logged) == len(run.batch(step, rank)) and all(isinstance(v, float) for v in logged)

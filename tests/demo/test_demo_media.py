@@ -1,4 +1,4 @@
-"""The demo's media datasets (images, videos, episodes): kinds, recorded changes and decodable contents."""
+"""The demo's media datasets (images, videos, episodes, sounds): kinds, recorded changes and decodable contents."""
 
 from __future__ import annotations
 
@@ -9,15 +9,16 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from batchscope_demo import episodes, images, videos
+from batchscope_demo import audio, episodes, images, videos
 from batchscope_demo.common import load_changes
 from loaders import Catalog
+from loaders.media.audio import probe_audio, waveform
 from loaders.media.framecode import read_frame_code
 from loaders.media.image import image_from_value, image_info, open_image, pixel_diff, thumbnail
 from loaders.media.video import DecodeStats, decode_frames, probe, video_source
 
-BUILDERS = {"images": images.build, "videos": videos.build, "episodes": episodes.build}
-KINDS = {"images": ("image", "image"), "videos": ("video", "video"), "episodes": ("episode", "episode")}
+BUILDERS = {"images": images.build, "videos": videos.build, "episodes": episodes.build, "sounds": audio.build}
+KINDS = {"images": ("image", "image"), "videos": ("video", "video"), "episodes": ("episode", "episode"), "sounds": ("audio", "audio")}
 
 
 @pytest.fixture(scope="module")
@@ -210,3 +211,32 @@ def test_episode_reward_fix(demo: Catalog) -> None:
     for key, (_, record) in after.items():
         if record["termination"] == "goal":
             assert record["episode"]["rewards"][-1] == pytest.approx(episodes.GOAL_BONUS + episodes.STEP_PENALTY)
+
+
+# -- sounds --------------------------------------------------------------------------------
+@pytest.mark.parametrize("tag", ["v1", "v2"])
+def test_sounds_decode_as_wav_and_flac_of_the_stated_length(demo: Catalog, tag: str) -> None:
+    codecs = set()
+    for key, (_, record) in rows(demo, f"sounds@{tag}").items():
+        info = probe_audio(record["audio"], where=key)
+        assert info.codec.startswith("pcm") if record["codec"] == "wav" else info.codec == "flac", (key, info)
+        assert (info.sample_rate, info.channels) == (record["sample_rate"], 1)
+        assert info.duration == pytest.approx(record["seconds"], abs=0.01)
+        assert 0 <= record["label"] < len(audio.LABELS)
+        codecs.add(record["codec"])
+    assert codecs == {"wav", "flac"}
+    version = demo.resolve(f"sounds@{tag}")
+    assert version.kinds["label"] == "class_label" and version.class_names["label"] == list(audio.LABELS)
+
+
+def test_sounds_v1_clips_the_amplified_clips_and_v2_fixes_them(demo: Catalog) -> None:
+    before, after = rows(demo, "sounds@v1"), rows(demo, "sounds@v2")
+    clipped = load_changes(demo, "sounds").notes["clipped"]
+    assert len(clipped) == audio.CLIPPED
+
+    def peak(record: dict) -> float:
+        wave = waveform(record["audio"], buckets=64, where=record["id"])
+        return max(-min(wave.low), max(wave.high))
+
+    for key in clipped:
+        assert peak(before[key][1]) > 0.99 > 0.6 > peak(after[key][1])
