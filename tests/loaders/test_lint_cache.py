@@ -58,3 +58,23 @@ def test_a_recording_that_grows_is_extended_not_linted_again(lint_catalog: Catal
     recording.steps = 9
     assert cache.advance(budget_seconds=60).steps == range(0, 9)
     assert _stored(cache) == ["0-4.parquet", "4-9.parquet"]
+
+
+def test_a_stored_range_rewritten_with_its_digests_recomputed_is_not_believed(lint_catalog: Catalog, tmp_path: Path) -> None:
+    """A forger who drops a finding and recomputes every digest the file carries still lacks the seal's key."""
+    from loaders.storage import derived
+
+    catalog = Catalog(lint_catalog.root)
+    run = catalog.run("lint-texts")
+    cache = LintCache(catalog, run, chunk_samples=1000)
+    cache.directory = str(tmp_path / "lint")
+    whole = finish(run, cache.advance(budget_seconds=60), cache.options).findings
+    (only,) = (Path(cache.directory) / name for name in _stored(cache))
+    table = pq.read_table(only)
+    assert len(table) > 1
+    forged = table.slice(1).replace_schema_metadata(None)
+    meta = dict(table.schema.metadata or {})
+    meta[derived.ROWS], meta[derived.DIGEST] = str(len(forged)).encode(), derived.table_digest(forged).encode()
+    pq.write_table(forged.replace_schema_metadata(meta), only)
+    assert cache.stored() is None
+    assert finish(run, cache.advance(budget_seconds=60), cache.options).findings == whole
