@@ -20,9 +20,10 @@ the other clients active lately) or the server has nothing else to do: a
 client looping on the most expensive page gets about what every other client
 gets, and the others keep their speed.
 
->>> import asyncio
+>>> import asyncio, concurrent.futures
 >>> gate = FairGate(slots=1, costly=1)
->>> ticket = asyncio.run(gate.admit(("127.0.0.1", 5000)))
+>>> with concurrent.futures.ThreadPoolExecutor(1) as pool:  # a loop of its own, whatever runs in this thread
+...     ticket = pool.submit(asyncio.run, gate.admit(("127.0.0.1", 5000))).result()
 >>> gate.running, ticket.pool
 (1, 'plain')
 >>> gate.release(ticket); gate.running

@@ -14,7 +14,8 @@ pytestmark = pytest.mark.slow
 def test_replay_benchmark_compares_with_olmo_cores_own_batch_and_reports_its_goals(tmp_path):
     result = bench_replay_olmo.run(tmp_path, quick=True)
     assert json.loads(json.dumps(result)) == result and result["benchmark"] == "replay_olmo"
-    replay, olmo = result["results"]
+    replay, olmo, attached = result["results"]
+    assert attached["system"].startswith("batchscope attach olmo")
     assert olmo["same_batch_as_replay_at_target"] is True
     assert replay["target_step"] == 10**4 < replay["total_steps"]
     assert set(result["goals"]) == {"locate_ms", "batch_ms"}
