@@ -195,9 +195,18 @@ def diff_catalog(tmp_path_factory: pytest.TempPathFactory) -> DiffCatalog:
 @pytest.fixture(scope="session")
 def demo_catalog(tmp_path_factory: pytest.TempPathFactory) -> Catalog:
     """The real demo workspace (every dataset in v1 and v2, trained runs), built once per session."""
+    import fcntl
+
     from batchscope_demo import ensure_demo
 
-    return ensure_demo(str(tmp_path_factory.mktemp("demo") / "workspace"), log=lambda _message: None)
+    # xdist workers of one run share one build (it takes most of a minute): the first builds it under a lock, the
+    # others find it complete (tests only read it, and what they derive is written atomically)
+    base = tmp_path_factory.getbasetemp()
+    shared = (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "shared-demo"
+    shared.mkdir(exist_ok=True)
+    with open(shared / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        return ensure_demo(str(shared / "workspace"), log=lambda _message: None)
 
 
 @pytest.fixture(scope="session")

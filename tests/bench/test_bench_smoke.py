@@ -16,6 +16,8 @@ from bench import bench_lookup, bench_resume, bench_throughput, harness, peers
 REPO = Path(__file__).resolve().parents[2]
 MINE = {"lookup": bench_lookup, "resume": bench_resume, "throughput": bench_throughput}
 STATUSES = {"ok", "unavailable", "not run", "capped", "failed"}
+#: The module's benchmarks run once, on one worker (a module fixture would run again on every worker it is split over).
+pytestmark = pytest.mark.xdist_group("bench-smoke")
 
 
 @pytest.fixture(scope="module")

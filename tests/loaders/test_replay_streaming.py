@@ -61,6 +61,9 @@ def test_a_real_dataloader_with_workers_yields_what_the_replay_says(folder, case
     batch, workers = 3, 2
     streams = [Stream(local=str(folder / "web"), proportion=0.6), Stream(local=str(folder / "code"), proportion=0.4)]
     dataset = StreamingDataset(streams=streams, batch_size=batch, shuffle=True, **dataset_options)
+    # forked workers inherit the bare `streaming` package (a spawned one would run its __init__, which needs torchvision),
+    # whatever start method another test of this process set
+    loader_options = {"multiprocessing_context": "fork", **loader_options}
     loader = torch.utils.data.DataLoader(dataset, batch_size=batch, num_workers=workers, collate_fn=list, **loader_options)
     real = [[(s["uid"], sample_digest(s)) for s in got] for _epoch in range(2) for got in loader]
     del loader, dataset
