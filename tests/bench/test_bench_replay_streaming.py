@@ -8,7 +8,9 @@ import pytest
 from bench import bench_replay_streaming as bench
 from tests.support.streaming_runs import release_shared_memory
 
-pytestmark = pytest.mark.slow  # Streaming's own StreamingDataset and DataLoader run for real
+# Streaming names its shared memory by scanning for a free prefix, which races between processes: every test that runs
+# it shares one xdist worker
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("streaming-shm")]  # Streaming's own StreamingDataset and DataLoader run for real
 
 
 def test_the_replay_and_streamings_resumption_reach_the_same_batch(tmp_path):

@@ -16,8 +16,9 @@ from bench import bench_lookup, bench_resume, bench_throughput, harness, peers
 REPO = Path(__file__).resolve().parents[2]
 MINE = {"lookup": bench_lookup, "resume": bench_resume, "throughput": bench_throughput}
 STATUSES = {"ok", "unavailable", "not run", "capped", "failed"}
-#: The module's benchmarks run once, on one worker (a module fixture would run again on every worker it is split over).
-pytestmark = pytest.mark.xdist_group("bench-smoke")
+#: The module's benchmarks run once, on one worker (a module fixture would run again on every worker it is split over),
+#: the worker of every test that runs Streaming (its lookup peer), whose shared-memory names race between processes.
+pytestmark = pytest.mark.xdist_group("streaming-shm")
 
 
 @pytest.fixture(scope="module")

@@ -17,6 +17,10 @@ from loaders.replay.streaming import Launch, PinnedFile, ReplayFileChanged, Resu
 from loaders.replay.streaming.library import installed_version
 from tests.support.streaming_runs import ROOT, release_shared_memory, sample_digest, write_stream
 
+# Streaming names its shared memory by scanning for a free prefix, which races between processes: every test that runs
+# it shares one xdist worker
+pytestmark = pytest.mark.xdist_group("streaming-shm")
+
 
 @pytest.fixture()
 def folder(tmp_path) -> Path:
@@ -63,8 +67,8 @@ def test_a_real_dataloader_with_workers_yields_what_the_replay_says(folder, case
     dataset = StreamingDataset(streams=streams, batch_size=batch, shuffle=True, **dataset_options)
     # forked workers inherit the bare `streaming` package (a spawned one would run its __init__, which needs torchvision),
     # whatever start method another test of this process set
-    loader_options = {"multiprocessing_context": "fork", **loader_options}
-    loader = torch.utils.data.DataLoader(dataset, batch_size=batch, num_workers=workers, collate_fn=list, **loader_options)
+    forked = {"multiprocessing_context": "fork"}
+    loader = torch.utils.data.DataLoader(dataset, batch_size=batch, num_workers=workers, collate_fn=list, **forked, **loader_options)
     real = [[(s["uid"], sample_digest(s)) for s in got] for _epoch in range(2) for got in loader]
     del loader, dataset
     release_shared_memory([str(folder / "web"), str(folder / "code")])

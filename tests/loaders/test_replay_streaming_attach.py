@@ -21,7 +21,9 @@ from loaders.catalog.version import clear_read_caches
 from tests.support.attached import assert_commands, assert_pages, assert_refused, batches, cli, client, metrics
 from tests.support.streaming_runs import Variant, sample_digest, settings_of, truth
 
-pytestmark = pytest.mark.slow
+# Streaming names its shared memory by scanning for a free prefix, which races between processes: every test that runs
+# it shares one xdist worker
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("streaming-shm")]
 
 SPIKE = 20  # a step of the resumed launch, on 3 ranks
 

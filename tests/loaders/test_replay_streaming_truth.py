@@ -14,7 +14,9 @@ import pytest
 from loaders.replay.streaming import StreamingReplay
 from tests.support.streaming_runs import Variant, sample_digest, settings_of, truth
 
-pytestmark = pytest.mark.slow
+# Streaming names its shared memory by scanning for a free prefix, which races between processes: every test that runs
+# it shares one xdist worker
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("streaming-shm")]
 
 VARIANTS = ["mixture", "weighted", "resumed"]
 
