@@ -96,7 +96,9 @@ def test_a_real_resumption_from_a_state_dict_yields_what_the_replay_says(folder,
     def loader(workers: int) -> tuple:
         streams = [Stream(local=str(folder / "web"), proportion=0.6), Stream(local=str(folder / "code"), proportion=0.4)]
         dataset = StreamingDataset(streams=streams, **options)
-        return dataset, torch.utils.data.DataLoader(dataset, batch_size=3, num_workers=workers, collate_fn=list)
+        return dataset, torch.utils.data.DataLoader(
+            dataset, batch_size=3, num_workers=workers, collate_fn=list, multiprocessing_context="fork"
+        )
 
     dataset, first = loader(2)
     real = [[s["uid"] for s in got] for got in first]  # epoch 0
