@@ -14,7 +14,7 @@ from ..flags import Flag, FlagStore
 from ..jsonable import html_only
 from ..run_cache import RunCache
 from .common import Link, kind_badge
-from .progress import RUNNING_SECONDS, progress
+from .progress import RUNNING_SECONDS, RunProgress, progress
 
 __all__ = ["RECENT_FLAGS", "RUNNING_SECONDS", "DatasetSummary", "HomePage", "RunSummary", "dataset_summary", "home_page", "run_summary"]
 
@@ -56,10 +56,10 @@ class RunSummary:
         return {"complete": "ok", "running": "warn", "stopped": "warn", "error": "bad", "mismatch": "bad"}.get(self.status, "")
 
 
-def run_summary(run: Run, *, now: float | None = None, root: str | None = None) -> RunSummary:
-    """A run's progress from its ledger, and its last verification when the catalog ``root`` is given (``now`` is
-    the clock, for tests)."""
-    p = progress(run, now=now)
+def run_summary(run: Run, *, now: float | None = None, root: str | None = None, measured: RunProgress | None = None) -> RunSummary:
+    """A run's progress from its ledger (``measured``: already read by the caller), and its last verification when
+    the catalog ``root`` is given (``now`` is the clock, for tests)."""
+    p = measured if measured is not None else progress(run, now=now)
     summary = RunSummary(
         run.name,
         urls.run(run.name),

@@ -324,7 +324,8 @@ def run_page(
     steps = run.ledger.steps() if kind.ledger_of_batches else None
     count = run.known_steps
     own = {"kind_badge": kind_badge(run), **KIND_PARTS[run.kind](catalog, runs, run, window=window)}
-    summary = run_summary(run, root=catalog.root)
+    measured = progress(run)  # the ledger read once, for the live marker and the status
+    summary = run_summary(run, root=catalog.root, measured=measured)
     return RunPage(
         name=run.name,
         url=urls.run(run.name),
@@ -342,7 +343,7 @@ def run_page(
         first_step_url=urls.step(run.name, 0),
         last_step_url=urls.step(run.name, max(0, count - 1)),
         **own,
-        progress=progress(run),
+        progress=measured,
         health_url=urls.run_health(run.name),
         status=summary.status,
         verification=summary.verification,
