@@ -86,12 +86,12 @@ class Settings:
     decode_concurrency: int = _setting(
         2,
         "Slots per process for costly work besides the request slots: decodes over 1/8 of request_memory_bytes, ?against= "
-        "comparisons, searches, diffs; one per client address, each client within its share; others wait, holding no request slot.",
+        "comparisons, searches, diffs; one per client connection, each client within its share; others wait, holding no request slot.",
     )
     request_threads: int = _setting(
         2,
         "Requests one server process works on at once; the rest wait in order of arrival, behind them any client (by "
-        "address, then connection) that used over twice its share lately. Pages are CPU-bound Python: a few at a time finish in turn, where many "
+        "address, then connection) that used over four times its share lately. Pages are CPU-bound Python: a few at a time finish in turn, where many "
         "sharing the interpreter each take as long as all of them. Raise it for a catalog on remote storage, where requests "
         "mostly wait for the network.",
     )

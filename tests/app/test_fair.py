@@ -1,5 +1,5 @@
 """The gate of a server process (``app.fair``): slots go to the clients that used the least lately, costly work takes
-at most its pool (never every slot, one per client address), and waiting for it holds no slot."""
+at most its pool (never every slot, one per client connection), and waiting for it holds no slot."""
 
 from __future__ import annotations
 
@@ -95,20 +95,23 @@ def test_within_one_address_connections_are_told_apart() -> None:
     assert _run(scenario()) == ["other connection", "same connection"]
 
 
-def test_costly_work_has_its_own_pool_one_slot_per_address() -> None:
+def test_costly_work_has_its_own_pool_one_slot_per_connection() -> None:
     async def scenario() -> None:
         gate = FairGate(slots=1, costly=2)
         a = await gate.admit(("10.0.0.1", 1), costly=True)
-        second_same_address = asyncio.create_task(gate.admit(("10.0.0.1", 2), costly=True))
-        b = await gate.admit(("10.0.0.2", 1), costly=True)
+        same_connection = asyncio.create_task(gate.admit(("10.0.0.1", 1), costly=True))
+        b = await asyncio.wait_for(gate.admit(("10.0.0.1", 2), costly=True), 1)  # another connection: a client of its own
         third_costly = asyncio.create_task(gate.admit(("10.0.0.3", 1), costly=True))
         await asyncio.sleep(0.05)
-        assert not second_same_address.done() and not third_costly.done()  # the pool is full; one per address anyway
+        assert not same_connection.done() and not third_costly.done()  # one per connection, and the pool is full
         plain = await asyncio.wait_for(gate.admit(("10.0.0.4", 1)), 1)  # a cheap page still gets its slot
         assert (gate.running, gate.costly_running) == (1, 2)
-        for ticket in (plain, b, a):
+        gate.release(b)
+        await asyncio.wait_for(third_costly, 1)
+        assert not same_connection.done()  # a slot came free, but that connection still holds one
+        for ticket in (plain, a):
             gate.release(ticket)
-        await asyncio.wait_for(asyncio.gather(second_same_address, third_costly), 1)
+        await asyncio.wait_for(same_connection, 1)
         assert gate.costly_running == 2
 
     _run(scenario())
