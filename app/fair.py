@@ -153,7 +153,9 @@ class FairGate:
         if waiter.pool == "plain":
             return self.running < self.slots
         ticket = waiter.ticket
-        return self.costly_running < self.costly and not self._costly_by_connection.get(ticket.connection) and self._within_share(ticket, now)
+        return (
+            self.costly_running < self.costly and not self._costly_by_connection.get(ticket.connection) and self._within_share(ticket, now)
+        )
 
     def _take(self, ticket: Ticket, pool: str, now: float) -> None:
         ticket.pool, ticket.since = pool, now
