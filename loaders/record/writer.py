@@ -1,9 +1,14 @@
 """The recorder's writer: turns what the training loop handed over into ledger records, off the training thread.
 
-Every ``flush_seconds`` a daemon thread takes the steps recorded since its last turn, keeps the samples that no
-registered version holds (one Parquet file and version of ``<run>.samples`` per turn, see :mod:`loaders.record.kept`),
-computes digests, and appends one ledger line per step (and the metrics logged) to the rank's ledger file in one
-write. A SIGKILL loses at most what arrived in the last ``flush_seconds`` plus one turn's work.
+Every ``flush_seconds`` a turn takes the steps recorded since the last one, keeps the samples that no registered
+version holds (one Parquet file and version of ``<run>.samples`` per turn, see :mod:`loaders.record.kept`), computes
+digests, and appends one ledger line per step (and the metrics logged) to the rank's ledger file in one write.
+
+The training thread takes the turn itself when it hands over a step and the last turn is ``flush_seconds`` old: a
+turn then never runs beside the loader's own Python on another thread (two threads trading the interpreter lock cost
+the loader several times the turn's own work). A watchdog thread takes the turns the training thread does not (a
+step that takes long, a loop that stopped): it writes whatever has waited ``flush_seconds`` plus
+:data:`WATCH_SECONDS`, so a SIGKILL loses at most ``flush_seconds + WATCH_SECONDS`` plus one turn's work.
 
 Writing never stops training: a failure (a full disk...) is one warning; the steps it could not write are a gap, and
 the first write that works again starts with a ``gap`` record naming them and the reason.
@@ -11,6 +16,7 @@ the first write that works again starts with a ``gap`` record naming them and th
 
 from __future__ import annotations
 
+import itertools
 import os
 import threading
 import time
@@ -25,6 +31,9 @@ from ..catalog.store import CatalogStore
 from ..sampling.digests import DIGEST_FORMAT, batch_digest, document_hashes, sample_digests, version_hash
 from ..training.ledger import LedgerWriter
 from .kept import Limits, kept_row, write_kept
+
+#: How often the watchdog looks for steps the training thread left waiting (see the module docstring).
+WATCH_SECONDS = 0.2
 
 
 class RecordWarning(UserWarning):
@@ -81,25 +90,32 @@ class Writer:
 
     def __post_init__(self) -> None:
         self._ledger = LedgerWriter(self.ledger_dir, self.rank, self.world_size, flush_seconds=0)
+        self._last_turn = time.monotonic()
+        self._oldest: float | None = None  # when the oldest item waiting was put
         self._known: dict[str, tuple[int, int, int]] = {}  # content key → (version slot, shard, row) kept earlier
         self._versions: list[tuple[str, str]] = []
 
     # -- from the training thread -----------------------------------------------------------------
     def put(self, item: Taken | dict[str, Any]) -> None:
-        """Queue a step or a ready ledger record (metrics); written on the next turn."""
+        """Queue a step or a ready ledger record (metrics); written on the next turn, which this thread takes when the
+        last one is ``flush_seconds`` old."""
+        now = time.monotonic()
         with self._lock:
             self._pending.append(item)
-        if self.flush_seconds <= 0:
+            if self._oldest is None:
+                self._oldest = now
+        if self.flush_seconds <= 0 or now - self._last_turn >= self.flush_seconds:
             self.flush()
         elif self._thread is None:
-            self._thread = threading.Thread(target=self._loop, name="batchscope-record", daemon=True)
+            self._thread = threading.Thread(target=self._watch, name="batchscope-record", daemon=True)
             self._thread.start()
 
     def flush(self) -> None:
         """Write everything queued, now, in this thread."""
         with self._turn:
             with self._lock:
-                items, self._pending = self._pending, []
+                items, self._pending, self._oldest = self._pending, [], None
+            self._last_turn = time.monotonic()
             if items:
                 self._write(items)
 
@@ -112,9 +128,17 @@ class Writer:
         self.flush()
 
     # -- the writer's turn ------------------------------------------------------------------------
-    def _loop(self) -> None:
-        while not self._stop.wait(self.flush_seconds):
-            self.flush()
+    def _watch(self) -> None:
+        """Write what the training thread left waiting ``flush_seconds + WATCH_SECONDS``, waking only when something
+        could be due (a thread waking often costs the training thread too)."""
+        patience = self.flush_seconds + WATCH_SECONDS
+        while True:
+            oldest, now = self._oldest, time.monotonic()
+            if oldest is not None and now >= oldest + patience:
+                self.flush()
+                continue
+            if self._stop.wait(patience if oldest is None else oldest + patience - now):
+                return
 
     def warn_once(self, kind: str, message: str) -> None:
         """One warning per kind of problem (the recorder never raises into the training loop)."""
@@ -157,16 +181,16 @@ class Writer:
         if taken:
             hashes = np.asarray([version_hash(*pair) for pair in self._versions], dtype=np.uint64)
             every = [placed[id(item)] for item in taken]
-            firsts = [(item.step * self.world_size + self.rank) * len(p.keys) for item, p in zip(taken, every)]
-            found = sample_digests(
-                np.concatenate([np.arange(f, f + len(p.keys), dtype=np.int64) for f, p in zip(firsts, every)]),
-                document_hashes(
-                    hashes[np.concatenate([np.asarray(p.slots, dtype=np.int64) for p in every])],
-                    np.concatenate([np.asarray(p.shards, dtype=np.int64) for p in every]),
-                    np.concatenate([np.asarray(p.rows, dtype=np.int64) for p in every]),
-                ),
-            )
-            offsets = np.cumsum([0] + [len(p.keys) for p in every])
+            sizes = np.fromiter((len(p.keys) for p in every), dtype=np.int64, count=len(every))
+            offsets = np.concatenate([[0], np.cumsum(sizes)])
+            total = int(offsets[-1])
+            firsts = np.fromiter((item.step * self.world_size + self.rank for item in taken), dtype=np.int64, count=len(taken)) * sizes
+            indices = np.arange(total, dtype=np.int64) - np.repeat(offsets[:-1] - firsts, sizes)  # each step's own indices
+
+            def flat(field: str) -> np.ndarray:
+                return np.fromiter(itertools.chain.from_iterable(getattr(p, field) for p in every), dtype=np.int64, count=total)
+
+            found = sample_digests(indices, document_hashes(hashes[flat("slots")], flat("shards"), flat("rows")))
             digests = {id(item): found[offsets[i] : offsets[i + 1]] for i, item in enumerate(taken)}
         return [self._batch_record(item, placed[id(item)], digests[id(item)]) if isinstance(item, Taken) else item for item in items]
 
@@ -178,7 +202,8 @@ class Writer:
         source = self._slot(*self.source) if self.source is not None else -1
         for item in taken:
             if item.at and None not in item.at:  # every key resolved in the source: the common case, no loop per sample
-                placed[id(item)] = _Placed([source] * len(item.at), [a[0] for a in item.at], [a[1] for a in item.at], item.keys)  # type: ignore[index,arg-type]
+                shards, rows_of = zip(*item.at)  # type: ignore[misc]
+                placed[id(item)] = _Placed([source] * len(item.at), list(shards), list(rows_of), item.keys)  # type: ignore[arg-type]
                 continue
             here: list[tuple[int, int, int, str] | str] = []
             for at, key, fields in zip(item.at, item.keys, item.fields):
@@ -232,7 +257,7 @@ class Writer:
         recorded["micro"] = item.micro
         if item.notes is not None:
             recorded["notes"] = item.notes
-        if any(k is not None and k != key for k, key in zip(item.keys, placed.keys)):
+        if placed.keys is not item.keys and any(k is not None and k != key for k, key in zip(item.keys, placed.keys)):
             recorded["given"] = [k if k is not None and k != key else None for k, key in zip(item.keys, placed.keys)]
         return self._base("batch", item.step) | {
             "digest": batch_digest(self.run, item.step, self.rank, self.world_size, digests),

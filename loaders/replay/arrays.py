@@ -7,6 +7,10 @@ records the digests of its arrays in its manifest when it is attached, and a rea
 digest once per process before memory-mapping it. A missing or wrong file is rebuilt (never served); a rebuild that
 gives other bytes than the run recorded is refused, naming the array (the framework's code changed what it computes).
 
+Arrays computed later from recorded ones (an inverse index, the first time ``where`` asks: ``derived_from``) are
+trusted by a seal instead (:mod:`loaders.storage.seal`: an HMAC under this installation's key over the digests of the
+arrays they come from and their own), so an edited file or sidecar is rebuilt, never served.
+
 >>> import tempfile
 >>> store = ArrayStore(tempfile.mkdtemp(), recorded=None)
 >>> store.array("order", lambda: np.arange(5)).tolist()
@@ -32,6 +36,7 @@ import numpy as np
 
 from .. import storage
 from ..errors import ReplayError
+from ..storage.seal import Derivation
 
 log = logging.getLogger("batchscope.loaders")
 _HASH_CHUNK = 8 << 20
@@ -76,12 +81,18 @@ class ArrayStore:
             raise ReplayError(f"array name {name!r}: use letters, digits, '.', '_' or '-'")
         return os.path.join(self.directory, f"{name}.npy"), os.path.join(self.directory, f"{name}.json")
 
-    def array(self, name: str, build: Callable[[], np.ndarray]) -> np.ndarray:
-        """Array ``name``: the stored file when it checks out, else ``build()`` stored; memory-mapped read-only."""
+    def array(self, name: str, build: Callable[[], np.ndarray], *, derived_from: tuple[str, ...] = ()) -> np.ndarray:
+        """Array ``name``: the stored file when it checks out, else ``build()`` stored; memory-mapped read-only.
+
+        ``derived_from`` names arrays (opened already) that ``build`` computes this one from, after the run was
+        attached: it is then trusted by its seal over their digests (see the module docstring), not by the run's record.
+        """
         found = self._open.get(name)
         if found is not None:
             return found
         path, sidecar = self._paths(name)
+        if derived_from:
+            return self._derived(name, path, sidecar, build, derived_from)
         expected = self.recorded.get(name) if self.recorded is not None else self._vouched(sidecar)
         if self.recorded is not None and expected is None:
             raise ReplayError(f"the run recorded no array {name!r} when it was attached; attach it again")
@@ -93,6 +104,26 @@ class ArrayStore:
                     f"{path}: rebuilt index {name!r} differs from the one recorded when the run was attached "
                     "(the framework's code now orders the data differently); attach the run again to replay it as it reads now"
                 )
+        self.digests[name] = digest
+        found = np.load(path, mmap_mode="r", allow_pickle=False)
+        self._open[name] = found
+        return found
+
+    def _derived(self, name: str, path: str, sidecar: str, build: Callable[[], np.ndarray], inputs: tuple[str, ...]) -> np.ndarray:
+        what = Derivation("replay-array", json.dumps([name, [self.digests[i] for i in inputs]]))
+        try:
+            with open(sidecar, encoding="utf-8") as f:
+                stamp = json.load(f)
+            digest, seal = stamp["sha256"], stamp.get("seal")
+        except (OSError, ValueError, KeyError, TypeError):
+            digest, seal = None, None
+        trusted = isinstance(digest, str) and what.sealed(digest, seal) and self._checked(path, digest) is not None
+        if not trusted:
+            data = _encode(np.asarray(build()))
+            digest = hashlib.sha256(data).hexdigest()
+            storage.write_bytes_atomic(path, data)
+            storage.write_bytes_atomic(sidecar, json.dumps({"sha256": digest, "seal": what.seal(digest)}).encode())
+            self.built.append(name)
         self.digests[name] = digest
         found = np.load(path, mmap_mode="r", allow_pickle=False)
         self._open[name] = found

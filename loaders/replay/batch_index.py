@@ -9,7 +9,8 @@ step) and any dataset position can be found back (binary search in the sorted co
   its last);
 - ``e{E}.offsets`` — ``(ranks, batches + 1)`` int64: where each batch of a rank starts in its row (ranks with fewer
   batches repeat their end), and ``e{E}.batches`` the number of batches of each rank;
-- ``e{E}.sorted`` and ``e{E}.slots`` — every position of the epoch sorted, and its slot ``rank * longest + offset``.
+- ``e{E}.sorted`` and ``e{E}.slots`` — every position of the epoch sorted, and its slot ``rank * longest + offset``
+  (built from ``positions`` the first time a position is looked for: attaching draws and keeps only the above).
 
 >>> import tempfile
 >>> from loaders.replay.arrays import ArrayStore
@@ -24,12 +25,47 @@ step) and any dataset position can be found back (binary search in the sorted co
 from __future__ import annotations
 
 import itertools
-from typing import Callable, Protocol, Sequence
+from dataclasses import dataclass
+from typing import Callable, Protocol, Sequence, Union
 
 import numpy as np
 
-#: ``draw(epoch)`` → per rank, its batches in order, each a list of dataset positions.
-Draw = Callable[[int], Sequence[Sequence[Sequence[int]]]]
+
+@dataclass(frozen=True)
+class RankDraw:
+    """One rank's epoch as arrays: every position it drew, in order, and the size of each of its batches."""
+
+    positions: np.ndarray
+    sizes: np.ndarray
+
+    @classmethod
+    def of_batches(cls, batches: Sequence[Sequence[int]]) -> "RankDraw":
+        """The draw of a rank whose batches are lists of positions (what a batch sampler yields)."""
+        sizes = np.fromiter((len(b) for b in batches), dtype=np.int64, count=len(batches))
+        positions = np.fromiter(itertools.chain.from_iterable(batches), dtype=np.int64, count=int(sizes.sum()))
+        return cls(positions, sizes)
+
+    @classmethod
+    def batched(cls, positions: np.ndarray, batch_size: int, *, drop_last: bool) -> "RankDraw":
+        """A sampler's ``positions`` cut into consecutive batches of ``batch_size`` as torch's ``BatchSampler`` cuts them:
+        the last batch is short, or dropped with ``drop_last``.
+
+        >>> RankDraw.batched(np.arange(5), 2, drop_last=False).sizes.tolist()
+        [2, 2, 1]
+        >>> RankDraw.batched(np.arange(5), 2, drop_last=True).positions.tolist()
+        [0, 1, 2, 3]
+        """
+        full, rest = divmod(len(positions), batch_size)
+        sizes = np.full(full, batch_size, dtype=np.int64)
+        if rest and drop_last:
+            positions = positions[: full * batch_size]
+        elif rest:
+            sizes = np.append(sizes, rest)
+        return cls(np.asarray(positions, dtype=np.int64), sizes)
+
+
+#: ``draw(epoch)`` → per rank, its batches in order: a list of dataset positions per batch, or a :class:`RankDraw`.
+Draw = Callable[[int], Sequence[Union[RankDraw, Sequence[Sequence[int]]]]]
 
 
 class Positions:
@@ -47,28 +83,31 @@ class Positions:
 
 
 class Arrays(Protocol):
-    def array(self, name: str, build: Callable[[], np.ndarray]) -> np.ndarray: ...
+    def array(self, name: str, build: Callable[[], np.ndarray], *, derived_from: tuple[str, ...] = ()) -> np.ndarray: ...
 
 
-def _epoch_arrays(batches: Sequence[Sequence[Sequence[int]]]) -> dict[str, np.ndarray]:
+def _epoch_arrays(drawn: Sequence[RankDraw | Sequence[Sequence[int]]]) -> dict[str, np.ndarray]:
     """The stored arrays of one epoch from every rank's batches."""
-    ranks = len(batches)
-    sizes = [np.fromiter((len(b) for b in rank), dtype=np.int64, count=len(rank)) for rank in batches]
-    lengths = [int(s.sum()) for s in sizes]
+    ranks = [d if isinstance(d, RankDraw) else RankDraw.of_batches(d) for d in drawn]
+    lengths = [len(d.positions) for d in ranks]
     longest = max(lengths) if lengths else 0
-    counts = np.asarray([len(rank) for rank in batches], dtype=np.int64)
+    counts = np.asarray([len(d.sizes) for d in ranks], dtype=np.int64)
     most = int(counts.max()) if ranks else 0
-    positions = np.full((ranks, longest), -1, dtype=np.int64)
-    offsets = np.zeros((ranks, most + 1), dtype=np.int64)
-    for r, rank in enumerate(batches):
-        positions[r, : lengths[r]] = np.fromiter(itertools.chain.from_iterable(rank), dtype=np.int64, count=lengths[r])
-        ends = np.cumsum(sizes[r])
-        offsets[r, 1 : len(rank) + 1] = ends
-        offsets[r, len(rank) + 1 :] = lengths[r]
+    positions = np.full((len(ranks), longest), -1, dtype=np.int64)
+    offsets = np.zeros((len(ranks), most + 1), dtype=np.int64)
+    for r, rank in enumerate(ranks):
+        positions[r, : lengths[r]] = rank.positions
+        offsets[r, 1 : len(rank.sizes) + 1] = np.cumsum(rank.sizes)
+        offsets[r, len(rank.sizes) + 1 :] = lengths[r]
+    return {"positions": positions, "offsets": offsets, "batches": counts}
+
+
+def _inverse_arrays(positions: np.ndarray) -> dict[str, np.ndarray]:
+    """``sorted`` and ``slots`` of one epoch (every position drawn, sorted, and where it sits) from its ``positions``."""
     slots = np.flatnonzero(positions.reshape(-1) >= 0)
     values = positions.reshape(-1)[slots]
     order = stable_order(values)
-    return {"positions": positions, "offsets": offsets, "batches": counts, "sorted": values[order], "slots": slots[order]}
+    return {"sorted": values[order], "slots": slots[order]}
 
 
 def stable_order(values: np.ndarray) -> np.ndarray:
@@ -96,6 +135,11 @@ def stable_order(values: np.ndarray) -> np.ndarray:
     return order
 
 
+#: The arrays of an epoch drawn at once (:meth:`BatchIndex.prepare`), and those built from them when first asked for.
+FORWARD_PARTS = ("positions", "offsets", "batches")
+INVERSE_PARTS = ("sorted", "slots")
+
+
 class BatchIndex:
     """Every rank's batches for ``epochs`` epochs, drawn by ``draw(epoch)`` once and kept in ``arrays``."""
 
@@ -105,19 +149,35 @@ class BatchIndex:
         self.draw = draw
         self.prefix = prefix
         self._drawn: dict[int, dict[str, np.ndarray]] = {}
+        self._inverse: dict[int, dict[str, np.ndarray]] = {}
+
+    def _name(self, epoch: int, part: str) -> str:
+        return f"{self.prefix}e{epoch}.{part}"
 
     def _array(self, epoch: int, part: str) -> np.ndarray:
+        if part in INVERSE_PARTS:  # computed from the kept positions when first asked for: nothing is drawn again
+            positions = self._array(epoch, "positions")
+
+            def inverse() -> np.ndarray:
+                found = self._inverse.setdefault(epoch, {})
+                if part not in found:
+                    found.update(_inverse_arrays(np.asarray(positions)))
+                return found.pop(part)
+
+            return self.arrays.array(self._name(epoch, part), inverse, derived_from=(self._name(epoch, "positions"),))
+
         def build() -> np.ndarray:
             if epoch not in self._drawn:
                 self._drawn[epoch] = _epoch_arrays(self.draw(epoch))
             return self._drawn[epoch][part]
 
-        return self.arrays.array(f"{self.prefix}e{epoch}.{part}", build)
+        return self.arrays.array(self._name(epoch, part), build)
 
     def prepare(self) -> None:
-        """Draw (or check) every epoch now, so that later lookups only slice."""
+        """Draw (or check) every epoch now, so that later lookups only slice. The inverse arrays :meth:`find` reads
+        are built from the kept positions the first time it is asked (``where``), never as part of attaching."""
         for epoch in range(self.epochs):
-            for part in ("positions", "offsets", "batches", "sorted", "slots"):
+            for part in FORWARD_PARTS:
                 self._array(epoch, part)
             self._drawn.pop(epoch, None)
 

@@ -38,8 +38,8 @@ class Context:
             raise ReplayError(f"{absolute}: the replay reads a file it did not pin (a framework module must name it in its layout)")
         return absolute
 
-    def array(self, name: str, build: Callable[[], np.ndarray]) -> np.ndarray:
-        return self.arrays.array(name, build)
+    def array(self, name: str, build: Callable[[], np.ndarray], *, derived_from: tuple[str, ...] = ()) -> np.ndarray:
+        return self.arrays.array(name, build, derived_from=derived_from)
 
     @property
     def work_dir(self) -> str:

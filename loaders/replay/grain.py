@@ -162,7 +162,7 @@ class GrainReplay:
 
     def epochs(self) -> int:
         """Passes over the records the run reached."""
-        largest = int(np.asarray(self.index._array(0, "sorted"))[-1]) if self.total_steps else 0
+        largest = int(np.asarray(self.index._array(0, "positions")).max()) if self.total_steps else 0
         return largest // self.rows + 1
 
     def where(self, source: int, record: int, *, first_epoch: int, epochs: int) -> WhereReads:

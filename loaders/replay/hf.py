@@ -12,8 +12,8 @@ The training job this replays, on each of ``W`` ranks::
 
 ``batchscope attach hf RUN --dataset PATH [--shuffle-seed S] --seed T --world-size W --batch-size B [--epochs E]
 [--drop-last]`` replays it exactly: the shuffle's indices come from ``datasets`` itself, and each epoch's batches
-from torch's own ``DistributedSampler`` and ``DataLoader`` batch sampler, drawn once for every rank and kept as a
-batch index (:mod:`loaders.replay.batch_index`). ``--drop-last`` is ``drop_last=True`` for both the sampler and the
+from torch's own ``DistributedSampler`` (drawn once for every rank and cut into batches as the ``DataLoader``'s batch
+sampler cuts them), kept as a batch index (:mod:`loaders.replay.batch_index`). ``--drop-last`` is ``drop_last=True`` for both the sampler and the
 loader (``--no-shuffle``: ``shuffle=False``). A sample is one row: its model inputs are the row's own columns.
 ``--fingerprint F`` (the shuffled dataset's ``_fingerprint`` the job logged) is checked against what ``datasets``
 computes for the folder and shuffle seed.
@@ -30,7 +30,7 @@ import numpy as np
 
 from ..errors import ReplayError, SettingMismatch, WhereUnsupported
 from ..sampling.where import Read, WhereReads
-from .batch_index import BatchIndex, Positions
+from .batch_index import BatchIndex, Positions, RankDraw
 from .flags import Flags, natural, positive
 from .framework import Documents, Layout, Piece, Pinned, ReplayContext, ReplayedSample, Shape
 from .hf_folder import HFFolder, catalog_name, hf_folder, load, shuffled
@@ -133,18 +133,28 @@ class HFReplay:
         """The run's steps."""
         return self.per_epoch * self.settings.epochs
 
-    def loaders(self, epoch: int) -> list[Any]:
-        """Every rank's loader, set to ``epoch``, iterating the batches of dataset positions it yields."""
-        from torch.utils.data import DataLoader, DistributedSampler
+    def samplers(self, epoch: int) -> list[Any]:
+        """Every rank's ``DistributedSampler``, set to ``epoch``."""
+        from torch.utils.data import DistributedSampler
 
         data = Positions(self.rows)
         s = self.settings
-        loaders = []
+        samplers = []
         for rank in range(s.world_size):
             sampler = DistributedSampler(data, num_replicas=s.world_size, rank=rank, shuffle=s.shuffle, seed=s.seed, drop_last=s.drop_last)
             sampler.set_epoch(epoch)
-            loaders.append(DataLoader(data, batch_size=s.batch_size, sampler=sampler, drop_last=s.drop_last).batch_sampler)
-        return loaders
+            samplers.append(sampler)
+        return samplers
+
+    def loaders(self, epoch: int) -> list[Any]:
+        """Every rank's loader, set to ``epoch``, iterating the batches of dataset positions it yields."""
+        from torch.utils.data import DataLoader
+
+        s = self.settings
+        return [
+            DataLoader(sampler.dataset, batch_size=s.batch_size, sampler=sampler, drop_last=s.drop_last).batch_sampler
+            for sampler in self.samplers(epoch)
+        ]
 
     def describe(self) -> list[tuple[str, str]]:
         s = self.settings
@@ -174,8 +184,15 @@ class HFReplay:
         """Batches each rank's loader yields per epoch (kept with the arrays: reopening needs no torch)."""
         return int(self.context.array("batches-per-epoch", lambda: np.asarray([len(self.loaders(0)[0])], dtype=np.int64))[0])
 
-    def _draw(self, epoch: int) -> list[list[list[int]]]:
-        return [list(loader) for loader in self.loaders(epoch)]  # each batch: the list of positions the sampler drew
+    def _draw(self, epoch: int) -> list[Any]:
+        """Every rank's batches of ``epoch``: the positions its ``DistributedSampler`` yields (torch's own code), cut into
+        batches as the ``DataLoader``'s ``BatchSampler`` cuts them (:meth:`RankDraw.batched`), without a Python loop per
+        batch. ``tests/loaders/test_replay_hf.py`` holds it equal to the loaders."""
+        s = self.settings
+        return [
+            RankDraw.batched(np.fromiter(iter(sampler), dtype=np.int64, count=len(sampler)), s.batch_size, drop_last=s.drop_last)
+            for sampler in self.samplers(epoch)
+        ]
 
     def shape(self) -> Shape:
         s = self.settings

@@ -167,6 +167,9 @@ class TrainerReplay(HFReplay):
             loaders.append(prepared)
         return loaders
 
+    def _draw(self, epoch: int) -> list[Any]:
+        return [list(loader) for loader in self.loaders(epoch)]  # each batch: the list of positions accelerate's loader gave
+
     def describe(self) -> list[tuple[str, str]]:
         s = self.settings
         seed = f"data_seed={s.data_seed}" if s.data_seed is not None else f"seed={s.seed}"

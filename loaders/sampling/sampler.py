@@ -119,13 +119,11 @@ class Sampler:
         """``(sources, record indices, epochs)`` of documents ``counters`` of ``stream`` (vectorized :meth:`draw`)."""
         orders: Sequence[LaneOrder | SourceOrder]
         if self.step_mixture is not None and len(counters) <= SMALL_DRAWS:
-            # a rank's few positions (lookups): plain integers beat numpy's overhead (and a fresh process's first calls)
-            picked = [self.step_mixture.draw(stream, c) for c in counters]
-            drawn = [self.lane_orders[s].record(stream, d) for s, d in picked]
+            drawn = self._few_draws(stream, counters)
             return (
-                np.asarray([s for s, _ in picked], dtype=np.int32),
-                np.asarray([r for r, _ in drawn], dtype=np.int64),
-                np.asarray([e for _, e in drawn], dtype=np.int64),
+                np.asarray([s for s, _, _ in drawn], dtype=np.int32),
+                np.asarray([r for _, r, _ in drawn], dtype=np.int64),
+                np.asarray([e for _, _, e in drawn], dtype=np.int64),
             )
         counter = np.arange(counters.start, counters.stop, dtype=np.int64)
         if self.step_mixture is not None:
@@ -152,6 +150,17 @@ class Sampler:
             self._kept[(stream, counters.start, counters.stop)] = drawn
         return drawn
 
+    def _few_draws(self, stream: int, counters: range) -> list[tuple[int, int, int]]:
+        """:meth:`compute_draws` of a few counters (a rank's lookup) in plain integers: cheaper than numpy's overhead,
+        above all in a fresh process's first calls."""
+        assert self.step_mixture is not None
+        draw, orders = self.step_mixture.draw, self.lane_orders
+        out = []
+        for counter in counters:
+            source, n = draw(stream, counter)
+            out.append((source, *orders[source].record(stream, n)))
+        return out
+
     def addresses(self, step: int, positions: range) -> list[tuple[int, int, int]]:
         """``(source, record index, epoch)`` of ``positions`` of an unpacked ``step``'s global batch."""
         width = self.width
@@ -161,7 +170,11 @@ class Sampler:
         for stream in self.streams_of(positions):  # one vectorized draw per stream, not one per position
             first = max(positions.start, stream * width) - stream * width
             last = min(positions.stop, (stream + 1) * width) - stream * width
-            sources, records, epochs = self.compute_draws(stream, range(step * width + first, step * width + last))
+            counters = range(step * width + first, step * width + last)
+            if len(counters) <= SMALL_DRAWS:
+                out.extend(self._few_draws(stream, counters))
+                continue
+            sources, records, epochs = self.compute_draws(stream, counters)
             out.extend(zip(sources.tolist(), records.tolist(), epochs.tolist()))
         return out
 

@@ -199,3 +199,35 @@ def test_the_ledger_reads_appended_bytes_like_the_whole_file(catalog, tmp_path):
     (target / "w1-r0.jsonl").write_bytes(edited)
     assert growing.series("loss")[2] == (2, 20.0)
     assert json.loads(whole.splitlines()[0])["t"] == "batch"
+
+
+def test_the_training_thread_writes_its_own_turns_and_the_watchdog_writes_what_a_long_step_leaves_waiting(catalog):
+    import threading
+    import time
+
+    from loaders.record.writer import WATCH_SECONDS
+
+    flush = 0.3
+    rec = batchscope.record(_loader(40), run="turns", root=catalog.root, source="alpha@v1", keys=column("id"), flush_seconds=flush)
+    turns: list[str] = []
+    original = rec.writer._write
+
+    def spy(items):  # noqa: ANN001, ANN202
+        turns.append(threading.current_thread().name)
+        return original(items)
+
+    rec.writer._write = spy
+    ledger = Path(catalog.root) / "runs" / "turns" / "ledger"
+    batches = iter(rec)
+    for _ in range(30):
+        next(batches)
+        time.sleep(0.02)  # a fast loop: each turn is the training thread's own
+    assert turns and set(turns) == {threading.current_thread().name}
+    rec.writer.flush()  # a turn just taken, then one more step, then a long one
+    next(batches)
+    before = len(turns)
+    time.sleep(flush + WATCH_SECONDS + 0.3)  # the watchdog writes what waits (a SIGKILL now would lose nothing)
+    assert turns[before:] == ["batchscope-record"]
+    written = [json.loads(line) for f in ledger.iterdir() for line in f.read_text().splitlines()]
+    assert sorted(r["step"] for r in written if r["t"] == "batch") == list(range(31))
+    rec.close()

@@ -6,11 +6,15 @@ from __future__ import annotations
 import os
 import shutil
 
+import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from loaders import Catalog
 from loaders.errors import PinnedFileChanged, ReplayError, SettingMismatch, StepOutOfRange
 from loaders.replay.attach import attach
+from loaders.replay.batch_index import RankDraw
 from tests.support.replays import hf_corpus
 
 
@@ -193,3 +197,36 @@ def test_steps_ranks_and_world_sizes_outside_the_run_are_named(tmp_path, corpus)
         run.batch(0, 0, world_size=4)
     with pytest.raises(ReplayError, match=r"run 'job' already exists"):
         attach(Catalog(run.catalog.root), "hf", "job", _args(corpus, seed=1, world_size=2, batch_size=5))
+
+
+@given(n=st.integers(0, 200), batch_size=st.integers(1, 17), drop_last=st.booleans())
+def test_positions_are_cut_into_batches_exactly_as_torchs_batch_sampler_cuts_them(n, batch_size, drop_last):
+    from torch.utils.data import BatchSampler
+
+    positions = np.arange(n, dtype=np.int64)[::-1].copy()
+    cut = RankDraw.batched(positions, batch_size, drop_last=drop_last)
+    expected = list(BatchSampler(positions.tolist(), batch_size, drop_last))
+    ends = np.cumsum(cut.sizes).tolist()
+    assert [cut.positions[end - size : end].tolist() for end, size in zip(ends, cut.sizes.tolist())] == expected
+
+
+def test_the_inverse_index_is_built_on_the_first_where_sealed_and_a_forged_one_is_rebuilt(tmp_path, corpus):
+    import json
+
+    from loaders.replay import arrays as arrays_module
+
+    catalog = Catalog(tmp_path / "catalog")
+    run = attach(catalog, "hf", "job", _args(corpus, shuffle_seed=5, seed=2, world_size=3, batch_size=2, epochs=1))
+    assert not any(name.endswith((".sorted", ".slots")) for name in run.manifest["arrays"])  # attaching drew the forward index only
+    expected = [(r.step, r.rank, r.sample) for r in run.where(0, 7).reads]
+    assert expected
+    folder = next(os.path.dirname(p) for p in _leftovers(catalog) if p.endswith("e0.sorted.npy"))
+    path, sidecar = os.path.join(folder, "e0.slots.npy"), os.path.join(folder, "e0.slots.json")
+    forged = np.load(path)[::-1].copy()  # every read of a row pointed elsewhere, with a digest that matches
+    np.save(path, forged, allow_pickle=False)
+    stamp = json.loads(open(sidecar).read())
+    stamp["sha256"] = arrays_module.file_digest(path)
+    open(sidecar, "w").write(json.dumps(stamp))
+    again = Catalog(tmp_path / "catalog").run("job")
+    assert [(r.step, r.rank, r.sample) for r in again.where(0, 7).reads] == expected  # rebuilt from the sealed positions
+    assert not np.array_equal(np.load(path), forged)
