@@ -5,10 +5,10 @@ step ``s`` means drawing every batch before it. A batch index draws each epoch o
 sampler, and stores what every rank got as arrays, so any ``(epoch, rank, batch)`` is a slice (O(batch), flat in the
 step) and any dataset position can be found back (binary search in the sorted copy):
 
-- ``e{E}.positions`` — ``(ranks, longest)`` int64: the positions a rank consumed in epoch ``E`` in order (-1 after
-  its last);
-- ``e{E}.offsets`` — ``(ranks, batches + 1)`` int64: where each batch of a rank starts in its row (ranks with fewer
-  batches repeat their end), and ``e{E}.batches`` the number of batches of each rank;
+- ``e{E}.positions`` — ``(ranks, longest)`` int32 (int64 past 2**31 positions): the positions a rank consumed in
+  epoch ``E`` in order (-1 after its last);
+- ``e{E}.offsets`` — ``(ranks, batches + 1)`` int32 (or int64): where each batch of a rank starts in its row (ranks
+  with fewer batches repeat their end), and ``e{E}.batches`` the number of batches of each rank;
 - ``e{E}.sorted`` and ``e{E}.slots`` — every position of the epoch sorted, and its slot ``rank * longest + offset``
   (built from ``positions`` the first time a position is looked for: attaching draws and keeps only the above).
 
@@ -93,13 +93,23 @@ def _epoch_arrays(drawn: Sequence[RankDraw | Sequence[Sequence[int]]]) -> dict[s
     longest = max(lengths) if lengths else 0
     counts = np.asarray([len(d.sizes) for d in ranks], dtype=np.int64)
     most = int(counts.max()) if ranks else 0
-    positions = np.full((len(ranks), longest), -1, dtype=np.int64)
-    offsets = np.zeros((len(ranks), most + 1), dtype=np.int64)
+    largest = max((int(d.positions.max()) for d in ranks if len(d.positions)), default=0)
+    positions = np.full((len(ranks), longest), -1, dtype=_index_dtype(largest))
+    offsets = np.zeros((len(ranks), most + 1), dtype=_index_dtype(longest))
     for r, rank in enumerate(ranks):
         positions[r, : lengths[r]] = rank.positions
         offsets[r, 1 : len(rank.sizes) + 1] = np.cumsum(rank.sizes)
         offsets[r, len(rank.sizes) + 1 :] = lengths[r]
     return {"positions": positions, "offsets": offsets, "batches": counts}
+
+
+def _index_dtype(largest: int) -> type:
+    """int32 for values that fit (half the bytes to write, hash and page in), else int64.
+
+    >>> _index_dtype(2**31 - 1).__name__, _index_dtype(2**31).__name__
+    ('int32', 'int64')
+    """
+    return np.int32 if largest <= np.iinfo(np.int32).max else np.int64
 
 
 def _inverse_arrays(positions: np.ndarray) -> dict[str, np.ndarray]:

@@ -54,6 +54,11 @@ class Context:
         return self.arrays.facts(name, build)
 
 
+#: The layout of the arrays replays build: a new one is built in a folder of its own (runs attached before keep theirs).
+#: 2: batch indexes store positions and offsets as int32 where they fit.
+ARRAYS_LAYOUT = 2
+
+
 def arrays_key(framework: str, settings: dict[str, Any], versions: Sequence[DatasetVersion], pins: Sequence[Pin]) -> str:
     """The key of a replay's derived arrays: everything they are a function of (framework, settings, pinned content).
 
@@ -61,6 +66,7 @@ def arrays_key(framework: str, settings: dict[str, Any], versions: Sequence[Data
     32
     """
     spec = {
+        "layout": ARRAYS_LAYOUT,
         "framework": framework,
         "settings": settings,
         "versions": [[v.name, v.id] for v in versions],

@@ -185,14 +185,20 @@ class HFReplay:
         return int(self.context.array("batches-per-epoch", lambda: np.asarray([len(self.loaders(0)[0])], dtype=np.int64))[0])
 
     def _draw(self, epoch: int) -> list[Any]:
-        """Every rank's batches of ``epoch``: the positions its ``DistributedSampler`` yields (torch's own code), cut into
-        batches as the ``DataLoader``'s ``BatchSampler`` cuts them (:meth:`RankDraw.batched`), without a Python loop per
-        batch. ``tests/loaders/test_replay_hf.py`` holds it equal to the loaders."""
+        """Every rank's batches of ``epoch``: what its ``DistributedSampler`` yields, cut into batches as the
+        ``DataLoader``'s ``BatchSampler`` cuts them (:meth:`RankDraw.batched`), without a Python loop per batch.
+
+        Every rank's sampler shuffles the same epoch (``randperm`` seeded with ``seed + epoch``), pads or trims it to
+        ``total_size`` and keeps every ``W``-th index from its rank on. The epoch is drawn once, by torch's own
+        ``__iter__`` of rank 0's sampler told to keep every index (one replica, ``num_samples = total_size``), and each
+        rank's share is then that stride. ``tests/loaders/test_replay_hf.py`` holds it equal to every rank's own sampler
+        and to the loaders of a real job."""
         s = self.settings
-        return [
-            RankDraw.batched(np.fromiter(iter(sampler), dtype=np.int64, count=len(sampler)), s.batch_size, drop_last=s.drop_last)
-            for sampler in self.samplers(epoch)
-        ]
+        whole = self.samplers(epoch)[0]
+        world, total = whole.num_replicas, whole.total_size
+        whole.num_replicas, whole.rank, whole.num_samples = 1, 0, total  # its own shuffle, padding and trim; no stride
+        drawn = np.fromiter(iter(whole), dtype=np.int64, count=total)
+        return [RankDraw.batched(drawn[rank:total:world], s.batch_size, drop_last=s.drop_last) for rank in range(world)]
 
     def shape(self) -> Shape:
         s = self.settings

@@ -21,9 +21,11 @@ STATUSES = {"ok", "unavailable", "not run", "capped", "failed"}
 pytestmark = pytest.mark.xdist_group("streaming-shm")
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def results(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, Any]]:
-    """Each of the three benchmarks run once in quick mode, through the same entry point ``python -m bench`` uses."""
+    """Each of the three benchmarks run once in quick mode, through the same entry point ``python -m bench`` uses
+    (once per session: a module fixture would run again whenever the worker's tests of this module are interleaved with
+    other modules' of the same group)."""
     workdir = tmp_path_factory.mktemp("bench-work")
     return {name: bench_main.run_one(name, workdir=workdir, quick=True) for name in MINE}
 

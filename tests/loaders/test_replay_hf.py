@@ -230,3 +230,32 @@ def test_the_inverse_index_is_built_on_the_first_where_sealed_and_a_forged_one_i
     again = Catalog(tmp_path / "catalog").run("job")
     assert [(r.step, r.rank, r.sample) for r in again.where(0, 7).reads] == expected  # rebuilt from the sealed positions
     assert not np.array_equal(np.load(path), forged)
+
+
+@given(
+    rows=st.integers(1, 60),
+    world_size=st.integers(1, 5),
+    seed=st.integers(0, 2**31 - 1),
+    epoch=st.integers(0, 3),
+    shuffle=st.booleans(),
+    drop_last=st.booleans(),
+)
+def test_one_draw_of_the_epoch_gives_each_rank_exactly_what_its_own_sampler_yields(rows, world_size, seed, epoch, shuffle, drop_last):
+    from torch.utils.data import DistributedSampler
+
+    from loaders.replay.batch_index import Positions
+    from loaders.replay.hf import HFReplay
+
+    class Settings:  # only what the draw reads
+        pass
+
+    settings = Settings()
+    settings.world_size, settings.shuffle, settings.seed, settings.drop_last, settings.batch_size = world_size, shuffle, seed, drop_last, 3
+    replay = HFReplay.__new__(HFReplay)
+    replay.settings, replay.rows = settings, rows
+    drawn = replay._draw(epoch)
+    for rank in range(world_size):
+        own = DistributedSampler(Positions(rows), num_replicas=world_size, rank=rank, shuffle=shuffle, seed=seed, drop_last=drop_last)
+        own.set_epoch(epoch)
+        expected = list(own)
+        assert drawn[rank].positions.tolist() == (expected[: len(expected) // 3 * 3] if drop_last else expected)
