@@ -225,6 +225,11 @@ def run(workdir: Path, *, quick: bool) -> dict[str, Any]:
     }
     worst = max(lookups["locate_first"]["median_ms"], lookups["locate_last"]["median_ms"])
     goals = {
+        "index_build_vs_framework": harness.goal(
+            "<= 1.0 (both epochs' global indices built by the replay / by OLMo-core's own loader)",
+            harness.ratio(prepare_s, olmo_build_s),
+            prepare_s <= olmo_build_s,
+        ),
         "locate_ms": harness.goal(f"<= {GOAL_MS:g} ms median locate(step, rank), first and last step", worst, worst <= GOAL_MS),
         "batch_ms": harness.goal(
             f"<= {GOAL_MS:g} ms median batch(step, rank) at the last step",

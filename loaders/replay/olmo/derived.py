@@ -40,22 +40,25 @@ def _stamp_path(path: Path) -> Path:
     return path.with_name(path.name + ".stamp")
 
 
-def stamp(path: Path, dtype: type) -> None:
-    """Write the stamp of the array file ``path`` as it is now (for files another library wrote)."""
+def stamp(path: Path, dtype: type, *, sha256: str | None = None) -> None:
+    """Write the stamp of the array file ``path`` as it is now (for files another library wrote; ``sha256`` when the
+    caller hashed the bytes it wrote)."""
     size = path.stat().st_size
-    text = json.dumps({"dtype": np.dtype(dtype).str, "length": size // np.dtype(dtype).itemsize, "sha256": _sha256_file(path)})
+    digest = sha256 if sha256 is not None else _sha256_file(path)
+    text = json.dumps({"dtype": np.dtype(dtype).str, "length": size // np.dtype(dtype).itemsize, "sha256": digest})
     tmp = _stamp_path(path).with_suffix(f".{os.getpid()}.tmp")
     tmp.write_text(text)
     os.replace(tmp, _stamp_path(path))
 
 
 def write_stamped(path: Path, array: np.ndarray) -> None:
-    """Write ``array`` to ``path`` atomically, then its stamp."""
+    """Write ``array`` to ``path`` atomically (its raw bytes, no header), then its stamp, hashed from memory."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    np.ascontiguousarray(array).tofile(tmp)
+    data = np.ascontiguousarray(array)
+    data.tofile(tmp)
     os.replace(tmp, path)
-    stamp(path, array.dtype.type)
+    stamp(path, data.dtype.type, sha256=hashlib.sha256(memoryview(data).cast("B")).hexdigest())
 
 
 def problem(path: Path, dtype: type) -> str | None:

@@ -220,15 +220,21 @@ class OlmoReplay:
             return Path(loader._global_indices_file)
 
     def _prepare_epoch(self, epoch: int) -> None:
-        """Build the epoch's global indices with OLMo-core (once), stamp them, and trust them only when the stamp matches."""
+        """Build the epoch's global indices with OLMo-core (once), stamp them, and trust them only when the stamp matches.
+
+        OLMo-core's own ``_build_global_indices`` computes the order (what its ``reshuffle`` computes); the file is the
+        one its ``reshuffle`` would write there (the same uint32 values, no header), written and hashed from memory in
+        one pass, so OLMo-core's loaders read it as their own."""
         if epoch in self._ready:
             return
         with self._lock:
             path = self._epoch_file(epoch)
             if derived.problem(path, np.uint32) is not None:
                 path.unlink(missing_ok=True)
-                self._loader(1, 0).reshuffle(epoch=epoch)
-                derived.stamp(path, np.uint32)
+                indices = self._loader(1, 0)._build_global_indices()  # the epoch _epoch_file set
+                if len(indices) >= np.iinfo(np.uint32).max:
+                    raise InvalidPlan(f"{path}: {len(indices)} instances in one epoch are more than OLMo-core's uint32 indices hold")
+                derived.write_stamped(path, np.asarray(indices, dtype=np.uint32))
             self._ready.add(epoch)
 
     def prepare(self, *, inverse: bool = False) -> int:
