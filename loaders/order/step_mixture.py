@@ -20,7 +20,8 @@ draws from ``s`` precede any (step, position) is a table lookup plus
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import functools
+from dataclasses import dataclass, field
 from typing import Sequence
 
 import numpy as np
@@ -126,9 +127,42 @@ class StepMixture:
     cycle: int
     batch: int
     streams: int
-    source_at: np.ndarray
-    draw_at: np.ndarray
-    rates: np.ndarray
+    #: ``(source_at, draw_at, rates)``; None for one source, whose tables are made only if asked for (:attr:`one_source`).
+    tables: tuple[np.ndarray, np.ndarray, np.ndarray] | None = field(default=None, repr=False, compare=False)
+
+    @property
+    def one_source(self) -> bool:
+        """One source filling every position: its ``n``-th draw by a stream is that stream's counter ``n`` (no tables)."""
+        return self.tables is None
+
+    @functools.cached_property
+    def _tables(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        if self.tables is not None:
+            return self.tables
+        width = self.width  # one source: every position is its stream's next draw
+        draw_at = np.arange(self.batch, dtype=np.int64).reshape(1, self.batch) % width
+        if self.cycle > 1:
+            draw_at = draw_at + np.arange(0, self.cycle * width, width, dtype=np.int64).reshape(self.cycle, 1)
+        rates = np.full((self.streams, 1), self.cycle * width, dtype=np.int64)
+        return np.zeros((self.cycle, self.batch), dtype=np.int32), draw_at, rates
+
+    @property
+    def source_at(self) -> np.ndarray:
+        return self._tables[0]
+
+    @property
+    def draw_at(self) -> np.ndarray:
+        return self._tables[1]
+
+    @property
+    def rates(self) -> np.ndarray:
+        return self._tables[2]
+
+    def lane_rates(self, source: int) -> tuple[int, ...]:
+        """Each stream's draws from ``source`` per cycle (``rates[:, source]``, in plain integers)."""
+        if self.one_source:
+            return (self.cycle * self.width,) * self.streams
+        return tuple(self.rates[:, source].tolist())
 
     @classmethod
     def build(cls, counts: Sequence[int], cycle: int, batch: int, streams: int) -> "StepMixture":
@@ -137,14 +171,8 @@ class StepMixture:
         if sum(counts) != cycle * batch:
             raise ValueError(f"cycle counts {counts} do not fill {cycle} steps of {batch}")
         sources = len(counts)
-        if sources == 1 and streams and batch % streams == 0:  # one source: every position is its stream's next draw
-            width = batch // streams
-            draw_at = np.arange(batch, dtype=np.int64).reshape(1, batch) % width
-            if cycle > 1:
-                draw_at = draw_at + np.arange(0, cycle * width, width, dtype=np.int64).reshape(cycle, 1)
-            rates = np.empty((streams, 1), dtype=np.int64)
-            rates.fill(cycle * width)
-            return cls(counts, cycle, batch, streams, np.zeros((cycle, batch), dtype=np.int32), draw_at, rates)
+        if sources == 1 and streams and batch % streams == 0:  # one source: nothing to tabulate (see one_source)
+            return cls(counts, cycle, batch, streams)
         static = [c // cycle for c in counts]
         flex = batch - sum(static)
         extras = pfair_extras([c % cycle for c in counts], cycle)
@@ -156,7 +184,7 @@ class StepMixture:
             turn = (np.arange(flex)[None, :] - (np.arange(cycle) % flex)[:, None]) % flex
             source_at[:, np.flatnonzero(template == sources)] = np.take_along_axis(chosen, turn, axis=1)
         draw_at, seen = _draw_numbers(source_at, streams, sources)
-        return cls(counts, cycle, batch, streams, source_at, draw_at, seen)
+        return cls(counts, cycle, batch, streams, (source_at, draw_at, seen))
 
     @property
     def width(self) -> int:
@@ -183,6 +211,8 @@ class StepMixture:
 
     def draw(self, stream: int, counter: int) -> tuple[int, int]:
         """:meth:`draws` of one counter, in plain integers."""
+        if self.tables is None:  # one source: the stream's counter is its draw number
+            return 0, counter
         step, offset = divmod(counter, self.width)
         cycles, t = divmod(step, self.cycle)
         position = stream * self.width + offset

@@ -24,7 +24,7 @@ from .. import storage
 from ..catalog.files import read_json
 from ..catalog.store import CatalogStore, check_name
 from ..catalog.version import DatasetVersion
-from ..errors import InvalidPlan, RunNotFound
+from ..errors import CatalogCorrupt, InvalidPlan, RunNotFound
 from ..order.mixture import MAX_CYCLE_POSITIONS, MAX_CYCLE_STEPS, apportion, cycle_fits, exact_cycle
 from ..order.step_mixture import StepMixture
 from ..sampling import token_index
@@ -151,10 +151,15 @@ def load_manifest(catalog: CatalogStore, name: str) -> dict[str, Any]:
     """The manifest of run ``name`` (``RunNotFound``, naming the runs there are, when it does not exist;
     ``CatalogCorrupt`` when it is not JSON)."""
     path = manifest_path(catalog, name)
-    if not storage.stat(path).exists:
-        runs = ", ".join(run_names(catalog)) or "none"
-        raise RunNotFound(f"no run named {name!r} in catalog {catalog.root} (runs: {runs})")
-    return read_json(path, "run manifest")
+    try:  # read first: a fresh process opening a run pays no separate stat (see bench lookup)
+        return read_json(path, "run manifest")
+    except CatalogCorrupt:
+        raise
+    except Exception:  # a missing file, as each store says it: RunNotFound when it is not there, else what happened
+        if storage.stat(path).exists:
+            raise
+    runs = ", ".join(run_names(catalog)) or "none"
+    raise RunNotFound(f"no run named {name!r} in catalog {catalog.root} (runs: {runs})")
 
 
 def create_manifest(

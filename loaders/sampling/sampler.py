@@ -63,12 +63,11 @@ class Sampler:
         if read_format >= 3:  # every step carries the weights (see loaders.order.step_mixture)
             assert cycle_steps is not None
             self.step_mixture = StepMixture.build(counts, int(cycle_steps), self.global_batch_size, self.streams)
-            rates = self.step_mixture.rates
+            mix = self.step_mixture
             aligned = packs_losslessly(plan, read_format)  # packed sequences are found by token counts per whole chunk
             balanced = aligned and read_format >= 4  # parts cut by records, so streams that stop at epoch ends finish together
             self.lane_orders = [
-                LaneOrder(s.rows, s.chunk, tuple(rates[:, i].tolist()), window, seed, i, shuffle, aligned, balanced)
-                for i, s in enumerate(sources)
+                LaneOrder(s.rows, s.chunk, mix.lane_rates(i), window, seed, i, shuffle, aligned, balanced) for i, s in enumerate(sources)
             ]
         else:  # read formats 1 and 2: one block pattern per stream, phase-shifted (exact over whole blocks only)
             self.mixture = Mixture.build(counts)

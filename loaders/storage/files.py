@@ -42,6 +42,10 @@ def is_http(uri: str) -> bool:
     return uri.startswith(("http://", "https://"))
 
 
+#: What makes an absolute path differ from its pathlib form: doubled slashes, ``.`` segments, a trailing slash.
+_UNCLEAN = re.compile(r"//|/\.(/|$)|/$")
+
+
 def normalize(uri: str | os.PathLike[str]) -> str:
     """Return an absolute local path, or the URI unchanged when it is remote.
 
@@ -49,6 +53,8 @@ def normalize(uri: str | os.PathLike[str]) -> str:
     '/tmp/x.parquet'
     """
     text = os.fspath(uri)
+    if text.startswith("/") and not _UNCLEAN.search(text):  # already what pathlib would make of it (hot: every read)
+        return text
     if text.startswith("file://"):
         return text[len("file://") :]
     if is_remote(text):

@@ -246,3 +246,20 @@ def test_row_weights_too_fine_for_an_exact_cycle_are_rounded_and_the_run_says_so
         "exact", ReadPlan([Source("big@v1", weight=2), Source("small@v1", weight=1)], seed=1, global_batch_size=256, steps=4)
     )
     assert exact.manifest["resolved"]["mixture_exact"] is True and exact.step_mixture.cycle == 3  # 2/3 × 256 × 3 is whole
+
+
+@given(
+    cycle=st.integers(1, 4),
+    streams=st.integers(1, 8),
+    width=st.integers(1, 6),
+    counters=st.lists(st.integers(0, 10_000), min_size=1, max_size=20),
+)
+def test_one_source_draws_without_tables_exactly_as_its_tables_say(cycle, streams, width, counters):
+    batch = streams * width
+    mix = StepMixture.build([cycle * batch], cycle, batch, streams)
+    assert mix.one_source
+    for stream in range(streams):
+        fast = [mix.draw(stream, c) for c in counters]
+        sources, n = mix.draws(stream, np.asarray(counters))  # from the tables, made on demand
+        assert fast == list(zip(sources.tolist(), n.tolist()))
+        assert mix.lane_rates(0) == tuple(mix.rates[:, 0].tolist())
