@@ -27,9 +27,10 @@ $(VENV)/.base: pyproject.toml setup.py
 # CPU torch and breaks every library that imports it when present (transformers, lightning); nothing here needs it.
 DROP_TORCHVISION := $(BIN)/python -m pip uninstall -y -q torchvision >/dev/null 2>&1 || true
 
-# pip install $(1), failing as pip fails, without pip's notes that cached-path and import-linter disagree about rich.
-PIP_QUIET_ABOUT_RICH = out=$$($(BIN)/python -m pip install -q --disable-pip-version-check $(1) 2>&1) || { echo "$$out"; exit 1; }; \
-	echo "$$out" | grep -v "dependency resolver\|requires rich\|which is incompatible\|^$$" || true
+# pip install $(1), failing as pip fails, without pip's notes on the conflicts made on purpose here: cached-path and
+# import-linter disagree about rich, and torchtitan is installed without the dependencies its data loader does not use.
+PIP_QUIET_ABOUT_KNOWN_CONFLICTS = out=$$($(BIN)/python -m pip install -q --disable-pip-version-check $(1) 2>&1) || { echo "$$out"; exit 1; }; \
+	echo "$$out" | grep -v "dependency resolver\|requires rich\|which is incompatible\|^torchtitan .* requires\|^$$" || true
 
 # torchtitan's package pins datasets<4.8 and pulls wandb and tensorboard, none of which its data loader uses: it is
 # installed without its dependencies, then with exactly what its text data loader imports.
@@ -42,9 +43,9 @@ TORCHTITAN_LOADER_DEPS := 'torchdata>=0.8' 'tyro>=0.9' 'spmd_types==0.2.3' 'torc
 $(VENV)/.test: $(VENV)/.base
 	@$(BIN)/python -m pip install -q --disable-pip-version-check -e '.[$(TEST_EXTRAS)]'
 	@$(BIN)/python -m pip install -q --disable-pip-version-check --no-deps $(TORCHTITAN)
-	@$(BIN)/python -m pip install -q --disable-pip-version-check $(TORCHTITAN_LOADER_DEPS)
-	@$(call PIP_QUIET_ABOUT_RICH,-e '.[olmo]')
-	@$(call PIP_QUIET_ABOUT_RICH,'rich>=14.2')
+	@$(call PIP_QUIET_ABOUT_KNOWN_CONFLICTS,$(TORCHTITAN_LOADER_DEPS))
+	@$(call PIP_QUIET_ABOUT_KNOWN_CONFLICTS,-e '.[olmo]')
+	@$(call PIP_QUIET_ABOUT_KNOWN_CONFLICTS,'rich>=14.2')
 	@$(DROP_TORCHVISION)
 	@touch $@
 

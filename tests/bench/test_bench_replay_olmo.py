@@ -18,5 +18,5 @@ def test_replay_benchmark_compares_with_olmo_cores_own_batch_and_reports_its_goa
     assert attached["system"].startswith("batchscope attach olmo")
     assert olmo["same_batch_as_replay_at_target"] is True
     assert replay["target_step"] == 10**4 < replay["total_steps"]
-    assert set(result["goals"]) == {"locate_ms", "batch_ms"}
+    assert set(result["goals"]) == {"index_build_vs_framework", "locate_ms", "batch_ms"}
     assert all(value is not None for value in result["ratios"].values())
