@@ -106,8 +106,8 @@ def _time(catalog_root: str, *, run: str | None, source: bool) -> tuple[tuple[fl
 def overhead(catalog_root: str, *, repeats: int) -> dict[str, Any]:
     """Keys and kept samples against the bare loader, interleaved so load drifts hit all three alike.
 
-    The figures are CPU time of the process (the recorder's thread included): on a machine shared by other work, wall
-    time mostly measures the neighbours; the wall-clock ratio is reported beside it."""
+    The figures are CPU time of the process (every thread's, the recorder's watchdog included): on a machine shared by
+    other work, wall time mostly measures the neighbours; the wall-clock ratio is reported beside it."""
     bare, keys, kept, kept_mb, setups = [], [], [], [], []
     for i in range(repeats):
         bare.append(_time(catalog_root, run=None, source=False)[0])
